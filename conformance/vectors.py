@@ -1,0 +1,412 @@
+"""Load, schema-validate and evaluate vector files against the reference model.
+
+Everything here is pure: files are read by the caller (``load_path`` is the one
+convenience that opens a file, and it only reads). A problem always names the
+file, the case id and the field, so a vector author can find it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from conformance import headers, names, protocol, server, streaming, subjects
+
+FORMAT = "nats-conformance-vectors/1"
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
+BUNDLED_DIR = SCHEMA_PATH.parent
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong with a vector file or a case: where, and what."""
+
+    file: str
+    case: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = [self.file]
+        if self.case:
+            where.append(f"case {self.case}")
+        if self.field:
+            where.append(f"field {self.field}")
+        return f"{': '.join(where)}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One vector case, with the file it came from."""
+
+    file: str
+    group: str
+    data: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return self.data["id"]
+
+    @property
+    def kind(self) -> str:
+        return self.data["kind"]
+
+    @property
+    def level(self) -> str:
+        return self.data["level"]
+
+    @property
+    def roles(self) -> list[str]:
+        return self.data["roles"]
+
+
+@dataclass
+class LoadResult:
+    cases: list[Case] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+class BytesError(ValueError):
+    """A bytes value that cannot be decoded; carries the JSON path."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def decode_bytes(value: Any, path: str = "") -> bytes:
+    """Decode a vector bytes value (string, {base64}, {repeat,count}, or a list of parts)."""
+    if isinstance(value, str):
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError as exc:  # lone surrogates from \\udXXX escapes
+            raise BytesError(path, f"string is not valid Unicode text ({exc.reason}); use base64") from exc
+    if isinstance(value, list):
+        return b"".join(decode_bytes(part, f"{path}[{i}]") for i, part in enumerate(value))
+    if isinstance(value, dict) and "base64" in value:
+        try:
+            return base64.b64decode(value["base64"], validate=True)
+        except (ValueError, TypeError) as exc:
+            raise BytesError(f"{path}.base64", f"invalid base64: {exc}") from exc
+    if isinstance(value, dict) and "repeat" in value:
+        count = value.get("count")
+        if not isinstance(count, int) or count < 0:
+            raise BytesError(f"{path}.count", "count must be a non-negative integer")
+        return decode_bytes(value["repeat"], f"{path}.repeat") * count
+    raise BytesError(path, f"not a bytes value: {value!r}")
+
+
+def encode_bytes(data: bytes) -> Any:
+    """The most readable lossless JSON form of ``data``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+@cache
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@cache
+def _validator() -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema())
+    cls.check_schema(schema())
+    return cls(schema())
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For oneOf/anyOf/if-then failures, the most specific sub-error explains best."""
+    best = error
+    for sub in error.context or ():
+        cand = _deepest(sub)
+        if len(cand.absolute_path) > len(best.absolute_path):
+            best = cand
+    return best
+
+
+def validate_document(doc: Any, file: str) -> list[Problem]:
+    """Schema problems of one parsed vector file, each naming case id and field."""
+    problems = []
+    for error in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+        error = _deepest(error)
+        path = list(error.absolute_path)
+        case_id = None
+        field_path = _json_path(path)
+        if len(path) >= 2 and path[0] == "cases" and isinstance(path[1], int):
+            cases = doc.get("cases") if isinstance(doc, dict) else None
+            case = cases[path[1]] if isinstance(cases, list) and path[1] < len(cases) else None
+            case_id = case.get("id") if isinstance(case, dict) and isinstance(case.get("id"), str) else None
+            case_id = case_id or f"#{path[1]}"
+            field_path = _json_path(path[2:]) or None
+        problems.append(Problem(file, case_id, field_path, error.message))
+    return problems
+
+
+def load_document(doc: Any, file: str) -> LoadResult:
+    """Schema-check one parsed file and return its cases (none if the file is invalid)."""
+    problems = validate_document(doc, file)
+    if problems:
+        return LoadResult(problems=problems)
+    return LoadResult(cases=[Case(file, doc["group"], c) for c in doc["cases"]])
+
+
+def load_path(path: Path) -> LoadResult:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return LoadResult(problems=[Problem(str(path), None, None, f"cannot read: {exc}")])
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return LoadResult(problems=[Problem(str(path), None, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")])
+    return load_document(doc, str(path))
+
+
+def vector_files(paths: Iterable[Path]) -> Iterator[Path]:
+    """Every vector file under the given files and directories (schema.json excluded)."""
+    for path in paths:
+        if path.is_dir():
+            yield from (p for p in sorted(path.rglob("*.json")) if p.name != "schema.json")
+        else:
+            yield path
+
+
+def load_all(paths: Iterable[Path]) -> LoadResult:
+    """Load every file; also report case ids used twice (ids must be stable and unique)."""
+    result = LoadResult()
+    seen: dict[str, str] = {}
+    for path in vector_files(paths):
+        part = load_path(path)
+        result.problems.extend(part.problems)
+        for case in part.cases:
+            if case.id in seen:
+                result.problems.append(Problem(case.file, case.id, "id", f"duplicate case id (also in {seen[case.id]})"))
+                continue
+            seen[case.id] = case.file
+            result.cases.append(case)
+    return result
+
+
+# --- evaluation -------------------------------------------------------------------------------
+
+
+class Mismatch(Exception):
+    """A case whose reference outcome differs from its expectation (field, message)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _expect_equal(field_name: str, expected: Any, actual: Any) -> None:
+    if expected != actual:
+        raise Mismatch(field_name, f"expected {expected!r}, reference gives {actual!r}")
+
+
+def _eval_protocol_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    parser = protocol.Parser(
+        protocol.Direction(inp["direction"]),
+        limits=protocol.Limits(**inp.get("limits", {})),
+        headers=inp.get("headers", True),
+        pedantic=inp.get("pedantic", False),
+    )
+    events = parser.feed(decode_bytes(inp["bytes"], "input.bytes"))
+    expected = [_expected_event(e, f"expect.events[{i}]") for i, e in enumerate(exp["events"])]
+    actual = [protocol.event_fields(e) for e in events]
+    for i in range(max(len(expected), len(actual))):
+        want = expected[i] if i < len(expected) else None
+        got = actual[i] if i < len(actual) else None
+        _expect_equal(f"expect.events[{i}]", want, got)
+    _expect_equal("expect.incomplete", exp.get("incomplete", False), parser.incomplete)
+
+
+BYTES_FIELDS = frozenset({"headers", "payload"})
+
+
+def op_pattern(op: dict[str, Any], path: str) -> dict[str, Any]:
+    """A vector op with its bytes fields decoded; fields left out stay out (a pattern)."""
+    return {k: decode_bytes(v, f"{path}.{k}") if k in BYTES_FIELDS else v for k, v in op.items()}
+
+
+def _expected_event(event: dict[str, Any], path: str) -> dict[str, Any]:
+    """Normalise an expected event so it compares with ``protocol.event_fields`` output."""
+    if "error" in event:
+        err = event["error"]
+        return {"error": {"reason": err["reason"], "err": err.get("err"), "closes": err["closes"]}}
+    return protocol.op_fields(protocol.op_from_fields(op_pattern(event, path)))
+
+
+def _eval_protocol_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    op = protocol.op_from_fields(op_pattern(inp["op"], "input.op"))
+    result = protocol.encode(op)
+    if "error" in exp:
+        got = result.reason if isinstance(result, protocol.EncodeError) else result
+        _expect_equal("expect.error", exp["error"], got)
+    else:
+        got = result if isinstance(result, bytes) else f"error: {result.reason}"
+        _expect_equal("expect.bytes", decode_bytes(exp["bytes"], "expect.bytes"), got)
+
+
+def _eval_headers_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    result = headers.parse_block(decode_bytes(inp["block"], "input.block"))
+    if "error" in exp:
+        got = result.reason if isinstance(result, headers.HeaderError) else f"parsed: {result}"
+        _expect_equal("expect.error", exp["error"], got)
+        return
+    if isinstance(result, headers.HeaderError):
+        raise Mismatch("expect", f"expected a header block, reference rejects it: {result.reason} ({result.detail})")
+    _expect_equal("expect.status", exp.get("status"), result.status)
+    _expect_equal("expect.description", exp.get("description"), result.description)
+    _expect_equal("expect.headers", [list(p) for p in exp.get("headers", [])], [list(p) for p in result.fields])
+
+
+def _eval_headers_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    block = headers.HeaderBlock(
+        status=inp.get("status"),
+        description=inp.get("description"),
+        fields=tuple((k, v) for k, v in inp["headers"]),
+    )
+    result = headers.encode_block(block)
+    if "error" in exp:
+        got = result.reason if isinstance(result, headers.HeaderError) else result
+        _expect_equal("expect.error", exp["error"], got)
+    else:
+        got = result if isinstance(result, bytes) else f"error: {result.reason}"
+        _expect_equal("expect.block", decode_bytes(exp["block"], "expect.block"), got)
+
+
+def _eval_headers_op(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    h = headers.Headers((k, v) for k, v in inp["headers"])
+    sensitive = inp["case"] == "sensitive"
+    op, key = inp["op"], inp["key"]
+    if op == "get":
+        _expect_equal("expect.value", exp.get("value"), h.get(key, case_sensitive=sensitive))
+        return
+    if op == "values":
+        _expect_equal("expect.values", exp.get("values"), h.values(key, case_sensitive=sensitive))
+        return
+    if op == "delete":
+        h.delete(key, case_sensitive=sensitive)
+    else:
+        if "value" not in inp:
+            raise Mismatch("input.value", f"the {op} operation needs a value")
+        getattr(h, op)(key, inp["value"], case_sensitive=sensitive)
+    _expect_equal("expect.headers", [list(p) for p in exp.get("headers", [])], [list(p) for p in h.items()])
+
+
+def _eval_subject_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    _expect_equal("expect.valid", exp["valid"], subjects.is_valid(inp["subject"], inp["use"]))
+
+
+def _eval_subject_tokens(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    _expect_equal("expect.tokens", exp["tokens"], subjects.tokens(inp["subject"]))
+
+
+def _eval_subject_match(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    _expect_equal("expect.matches", exp["matches"], subjects.matches(inp["pattern"], inp["subject"]))
+
+
+def _eval_name_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    got = names.validate(
+        inp["production"], inp["name"], platform=inp.get("platform", "unix"), internal=inp.get("internal", False)
+    )
+    _expect_equal("expect.valid", exp["valid"], got)
+
+
+def _eval_streaming_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    msg = streaming.from_json(inp["message"], inp["fields"], decode=decode_bytes)
+    _expect_equal("expect.bytes", decode_bytes(exp["bytes"], "expect.bytes"), streaming.encode(msg))
+
+
+def _eval_streaming_decode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    result = streaming.decode(inp["message"], decode_bytes(inp["bytes"], "input.bytes"))
+    if "error" in exp:
+        got = result.reason if isinstance(result, streaming.DecodeError) else f"decoded: {result}"
+        _expect_equal("expect.error", exp["error"], got)
+        return
+    want = streaming.from_json(inp["message"], exp["fields"], decode=decode_bytes)
+    got = result if not isinstance(result, streaming.DecodeError) else f"error: {result.reason}"
+    _expect_equal("expect.fields", want, got)
+
+
+def _eval_streaming_subject(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    if inp["rule"] == "discover":
+        prefix = inp.get("prefix", streaming.DEFAULT_DISCOVER_PREFIX)
+        got = streaming.discover_subject(inp["cluster_id"], prefix)
+    else:
+        got = streaming.publish_subject(inp["prefix"], inp["subject"])
+    _expect_equal("expect.subject", exp["subject"], got)
+
+
+def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    """protocol.session cases carry only a wire script, checked below."""
+
+
+EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
+    "protocol.parse": _eval_protocol_parse,
+    "protocol.encode": _eval_protocol_encode,
+    "protocol.session": _eval_nothing,
+    "headers.parse": _eval_headers_parse,
+    "headers.encode": _eval_headers_encode,
+    "headers.op": _eval_headers_op,
+    "subject.validate": _eval_subject_validate,
+    "subject.tokens": _eval_subject_tokens,
+    "subject.match": _eval_subject_match,
+    "name.validate": _eval_name_validate,
+    "streaming.encode": _eval_streaming_encode,
+    "streaming.decode": _eval_streaming_decode,
+    "streaming.subject": _eval_streaming_subject,
+}
+
+
+def _eval_wire(wire: dict[str, Any]) -> None:
+    """Run a wire script against the reference server model."""
+    model = server.ServerModel(server.ServerConfig(**wire.get("config", {})))
+    for i, exchange in enumerate(wire["exchanges"]):
+        path = f"wire.exchanges[{i}]"
+        if model.closed:
+            raise Mismatch(path, "the reference closed the connection before this exchange")
+        sent = model.receive(decode_bytes(exchange["send"], f"{path}.send"))
+        got = [protocol.op_fields(op) for op in sent]
+        for j, pattern in enumerate(exchange["expect"]):
+            want = op_pattern(pattern, f"{path}.expect[{j}]")
+            actual = got[j] if j < len(got) else None
+            if actual is None or any(actual.get(k) != v for k, v in want.items()):
+                raise Mismatch(f"{path}.expect[{j}]", f"expected {want!r}, reference server sends {actual!r} (all: {got!r})")
+        if len(got) > len(exchange["expect"]):
+            raise Mismatch(f"{path}.expect", f"reference server sends more: {got[len(exchange['expect']):]!r}")
+        _expect_equal(f"{path}.then", exchange["then"], "closed" if model.closed else "open")
+
+
+def evaluate(case: Case) -> Problem | None:
+    """Evaluate one case against the reference; None when the reference agrees."""
+    if "reference" not in case.roles and "wire" not in case.data:
+        return None
+    try:
+        if "reference" in case.roles:
+            EVALUATORS[case.kind](case.data["input"], case.data["expect"])
+        if "wire" in case.data:
+            _eval_wire(case.data["wire"])
+    except Mismatch as exc:
+        return Problem(case.file, case.id, exc.field, str(exc))
+    except BytesError as exc:
+        return Problem(case.file, case.id, exc.path, str(exc))
+    except (KeyError, TypeError, ValueError) as exc:
+        return Problem(case.file, case.id, None, f"cannot evaluate: {type(exc).__name__}: {exc}")
+    return None

@@ -1,0 +1,1 @@
+"""Harness: drives real implementations with the vectors; asks the reference for answers."""

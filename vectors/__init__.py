@@ -1,0 +1,1 @@
+"""The bundled JSON vectors (data only; see vectors/README.md)."""
