@@ -14,9 +14,10 @@ names are case-insensitive ("Protocol messages"), sizes are decimal digits.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from conformance import subjects
@@ -31,7 +32,7 @@ HEADER_VERSION_PREFIX = b"NATS/"
 HEADER_TERMINATOR = b"\r\n\r\n"
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     """Who sent the bytes being parsed."""
 
     CLIENT = "client"  # a client's bytes, parsed by a server
@@ -47,24 +48,24 @@ class Limits:
 # --- operations -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Info:
     options: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Connect:
     options: dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pub:
     subject: str
     reply: str | None
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HPub:
     subject: str
     reply: str | None
@@ -72,20 +73,20 @@ class HPub:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Sub:
     subject: str
     queue: str | None
     sid: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unsub:
     sid: str
     max_msgs: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Msg:
     subject: str
     sid: str
@@ -93,7 +94,7 @@ class Msg:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class HMsg:
     subject: str
     sid: str
@@ -102,22 +103,22 @@ class HMsg:
     payload: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ping:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pong:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Ok:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Err:
     message: str  # the text after "-ERR ", quotes included
 
@@ -160,7 +161,8 @@ class ProtocolError:
         return Err(f"'{self.err}'") if self.err is not None else None
 
 
-# reason -> (-ERR text a server sends, whether the connection closes), client-protocol.txt "+OK/ERR".
+# reason -> (-ERR text a server sends, whether the connection closes): client-protocol.txt,
+# "+OK/ERR".
 SERVER_ERRORS: dict[str, tuple[str | None, bool]] = {
     "unknown_operation": ("Unknown Protocol Operation", True),
     "parser_error": ("Parser Error", True),
@@ -185,7 +187,7 @@ def protocol_error(reason: str, direction: Direction, detail: str = "") -> Proto
 Event = Op | ProtocolError
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class EncodeError:
     reason: str
     detail: str = ""
@@ -194,10 +196,42 @@ class EncodeError:
 # --- parser -----------------------------------------------------------------------------------
 
 _DEFERRED = object()  # a pending payload to skip, after which a stored error is reported
+# While a payload is awaited: (what to build, its leading arguments, header size, total size).
+_Pending = tuple[Any, tuple[Any, ...], int, int]
 
 
-def _is_size(token: bytes) -> bool:
-    return token.isdigit()  # ASCII digits only: no sign, no spaces, no underscores
+# name -> (has a sid, has a header size)
+_PAYLOAD_OPS: dict[str, tuple[bool, bool]] = {
+    "PUB": (False, False), "HPUB": (False, True), "MSG": (True, False), "HMSG": (True, True),
+}  # fmt: skip
+_PAYLOAD_KINDS: dict[str, type] = {"PUB": Pub, "HPUB": HPub, "MSG": Msg, "HMSG": HMsg}
+
+# The canonical shape of each payload operation (upper-case name, single spaces, digit sizes),
+# matched straight off the buffer. Anything else takes the general path, which gives the same
+# events more slowly, and the errors. Groups: subject, sid, reply, header size, size. The reply
+# group of the header operations must be able to give back its token to the header size.
+_TOK = rb"([^ \t\r\n\x0b\x0c]++) "
+_FAST_PATHS: dict[
+    Direction, dict[int, tuple[type, Callable[[bytes, int], re.Match[bytes] | None]]]
+] = {
+    Direction.SERVER: {
+        ord("M"): (
+            Msg,
+            re.compile(rb"MSG " + _TOK + _TOK + rb"(?:" + _TOK + rb")?+()(\d++)\r\n").match,
+        ),
+        ord("H"): (
+            HMsg,
+            re.compile(rb"HMSG " + _TOK + _TOK + rb"(?:" + _TOK + rb")?(\d++) (\d++)\r\n").match,
+        ),
+    },
+    Direction.CLIENT: {
+        ord("P"): (Pub, re.compile(rb"PUB " + _TOK + rb"()(?:" + _TOK + rb")?+()(\d++)\r\n").match),
+        ord("H"): (
+            HPub,
+            re.compile(rb"HPUB " + _TOK + rb"()(?:" + _TOK + rb")?(\d++) (\d++)\r\n").match,
+        ),
+    },
+}
 
 
 def _text(token: bytes) -> str:
@@ -215,8 +249,11 @@ class Parser:
     pedantic: bool = False  # CONNECT pedantic: subjects of PUB/HPUB are checked too
     closed: bool = False
     _buf: bytes = b""
-    # (what to build, its leading arguments, header size, total size) while a payload is awaited
-    _pending: tuple[Any, tuple[Any, ...], int, int] | None = None
+    _pending: _Pending | None = None
+    _from_client: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._from_client = self.direction is Direction.CLIENT
 
     @property
     def incomplete(self) -> bool:
@@ -231,42 +268,75 @@ class Parser:
         pos, end = 0, len(buf)
         events: list[Event] = []
         append = events.append
-        while pos < end:
-            if self._pending is not None:
-                kind, args, hdr_len, total = self._pending
-                stop = pos + total
-                if end < stop + 2:
+        fast_paths = _FAST_PATHS[self.direction]
+        max_line = self.limits.max_control_line
+        pending = self._pending
+        while True:
+            if pending is None:
+                if pos >= end:
                     break
-                if buf[stop : stop + 2] != CRLF:
-                    return self._close(events, "parser_error", "payload not followed by CRLF (size mismatch)")
-                self._pending = None
-                if kind is _DEFERRED:
-                    append(args[0])
-                elif kind is HPub or kind is HMsg:
-                    block = buf[pos : pos + hdr_len]
-                    if not (block.startswith(HEADER_VERSION_PREFIX) and block.endswith(HEADER_TERMINATOR)):
-                        return self._close(events, "parser_error", "header block is not NATS/... CRLF CRLF")
-                    append(kind(*args, block, buf[pos + hdr_len : stop]))
+                result: Event | _Pending | None
+                fast = fast_paths.get(buf[pos])
+                m = fast[1](buf, pos) if fast is not None else None
+                if m is not None and (line_end := m.end()) - pos - 2 <= max_line:
+                    subject, sid, reply, hdr, size = m.groups()
+                    pos = line_end
+                    result = self._payload_op(
+                        fast[0], subject, sid or None, reply, hdr or None, size
+                    )
                 else:
-                    append(kind(*args, buf[pos:stop]))
-                pos = stop + 2
-                continue
-            nl = buf.find(b"\n", pos)
-            if nl < 0:
-                if end - pos > self.limits.max_control_line + 1:
-                    return self._close(events, "max_control_line_exceeded", f"no line end in {end - pos} bytes")
+                    nl = buf.find(b"\n", pos)
+                    if nl < 0:
+                        if end - pos > max_line + 1:
+                            return self._close(
+                                events,
+                                "max_control_line_exceeded",
+                                f"no line end in {end - pos} bytes",
+                            )
+                        break
+                    if nl == pos or buf[nl - 1] != 13:
+                        return self._close(events, "parser_error", "line not ended by CRLF")
+                    if nl - 1 - pos > max_line:
+                        return self._close(
+                            events,
+                            "max_control_line_exceeded",
+                            f"control line of {nl - 1 - pos} bytes",
+                        )
+                    result = self._control_line(buf[pos : nl - 1])
+                    pos = nl + 1
+                if type(result) is tuple:
+                    pending = result
+                elif result is not None:
+                    append(result)
+                    if type(result) is ProtocolError and result.closes:
+                        return self._close(events)
+                    continue
+                else:
+                    continue
+            kind, args, hdr_len, total = pending
+            stop = pos + total
+            if end < stop + 2:
                 break
-            if nl == pos or buf[nl - 1] != 13:
-                return self._close(events, "parser_error", "line not ended by CRLF")
-            line = buf[pos : nl - 1]
-            pos = nl + 1
-            if len(line) > self.limits.max_control_line:
-                return self._close(events, "max_control_line_exceeded", f"control line of {len(line)} bytes")
-            event = self._control_line(line)
-            if event is not None:
-                append(event)
-                if isinstance(event, ProtocolError) and event.closes:
-                    return self._close(events)
+            if buf[stop : stop + 2] != CRLF:
+                return self._close(
+                    events, "parser_error", "payload not followed by CRLF (size mismatch)"
+                )
+            pending = None
+            if kind is Msg or kind is Pub:
+                append(kind(*args, buf[pos:stop]))
+            elif kind is _DEFERRED:
+                append(args[0])
+            else:
+                block = buf[pos : pos + hdr_len]
+                if not (
+                    block.startswith(HEADER_VERSION_PREFIX) and block.endswith(HEADER_TERMINATOR)
+                ):
+                    return self._close(
+                        events, "parser_error", "header block is not NATS/... CRLF CRLF"
+                    )
+                append(kind(*args, block, buf[pos + hdr_len : stop]))
+            pos = stop + 2
+        self._pending = pending
         self._buf = buf[pos:] if pos < end else b""
         return events
 
@@ -282,16 +352,20 @@ class Parser:
     def _error(self, reason: str, detail: str) -> ProtocolError:
         return protocol_error(reason, self.direction, detail)
 
-    def _control_line(self, line: bytes) -> Event | None:
-        """One control line: an event, an error, or None when a payload must follow."""
+    def _control_line(self, line: bytes) -> Event | _Pending:
+        """One control line: an event, an error, or what to build once a payload is in."""
         if line[:1] in (b" ", b"\t"):
-            return self._error("unknown_operation", f"control line starts with a delimiter {line[:40]!r}")
+            return self._error(
+                "unknown_operation", f"control line starts with a delimiter {line[:40]!r}"
+            )
         if b"\r" in line or b"\x0b" in line or b"\x0c" in line:
             return self._error("parser_error", f"control character in control line {line[:40]!r}")
         parts = line.split(None, 1)
         name = parts[0].upper().decode("latin-1") if parts else ""
         if name not in SENT_BY[self.direction]:
-            return self._error("unknown_operation", f"operation {name[:20]!r} from the {self.direction.value}")
+            return self._error(
+                "unknown_operation", f"operation {name[:20]!r} from the {self.direction.value}"
+            )
         return _HANDLERS[name](self, parts[1] if len(parts) > 1 else b"")
 
     # Each handler gets the bytes after the operation name.
@@ -315,46 +389,88 @@ class Parser:
     def _connect(self, rest: bytes) -> Event:
         return self._json_op(Connect, rest)
 
-    def _payload_op(self, args: list[bytes], sizes: int, with_sid: bool, rest_name: str) -> Event | None:
-        """PUB/HPUB/MSG/HMSG: check the arguments, then wait for the payload."""
-        fixed = sizes + (2 if with_sid else 1)
-        if len(args) not in (fixed, fixed + 1) or not all(_is_size(a) for a in args[-sizes:]):
-            return self._error("parser_error", f"{rest_name} arguments {b' '.join(args)[:60]!r}")
-        hdr_len = int(args[-2]) if sizes == 2 else 0
-        total = int(args[-1])
-        if sizes == 2:
+    def _payload_args(self, name: str, rest: bytes) -> Event | _Pending:
+        """PUB/HPUB/MSG/HMSG from a split control line: sort the arguments by position."""
+        has_sid, has_headers = _PAYLOAD_OPS[name]
+        args = rest.split()
+        fixed = 2 + has_sid + has_headers
+        if len(args) not in (fixed, fixed + 1):
+            return self._error(
+                "parser_error", f"{name} takes {fixed} or {fixed + 1} arguments, got {len(args)}"
+            )
+        if not all(a.isdigit() for a in args[-1 - has_headers :]):
+            return self._error("parser_error", f"{name} sizes must be decimal digits")
+        reply = args[1 + has_sid] if len(args) > fixed else None
+        return self._payload_op(
+            _PAYLOAD_KINDS[name], args[0], args[1] if has_sid else None, reply,
+            args[-2] if has_headers else None, args[-1],
+        )  # fmt: skip
+
+    def _payload_op(
+        self,
+        kind: type,
+        subject_b: bytes,
+        sid: bytes | None,
+        reply_b: bytes | None,
+        hdr: bytes | None,
+        size: bytes,
+    ) -> Event | _Pending:
+        """What to build once the payload is in, or an error (callers checked the sizes)."""
+        total = int(size)
+        hdr_len = 0
+        if hdr is not None:
+            hdr_len = int(hdr)
             if not self.headers:
-                return self._error("headers_not_enabled", f"{rest_name} without headers in CONNECT")
+                return self._error(
+                    "headers_not_enabled", "a header operation without headers enabled in CONNECT"
+                )
             if hdr_len > total:
-                return self._error("parser_error", f"header size {hdr_len} above total size {total}")
-        if self.direction is Direction.CLIENT and total > self.limits.max_payload:
-            return self._error("max_payload_exceeded", f"{total} bytes above max_payload {self.limits.max_payload}")
-        subject = _text(args[0])
-        reply = _text(args[-sizes - 1]) if len(args) == fixed + 1 else None
-        if self.direction is Direction.CLIENT and self.pedantic:
-            bad = not subjects.is_valid(subject, "publish") or (reply is not None and not subjects.is_valid(reply, "reply"))
-            if bad:
-                # The payload still has to be skipped, so the error is reported after it.
-                error = self._error("invalid_subject", f"publish subject {subject!r}")
-                self._pending = (_DEFERRED, (error,), 0, total)
-                return None
-        if with_sid:
-            self._pending = (HMsg if sizes == 2 else Msg, (subject, _text(args[1]), reply), hdr_len, total)
-        else:
-            self._pending = (HPub if sizes == 2 else Pub, (subject, reply), hdr_len, total)
-        return None
+                return self._error(
+                    "parser_error", f"header size {hdr_len} above total size {total}"
+                )
+        try:
+            subject = subject_b.decode()
+            reply = None if reply_b is None else reply_b.decode()
+            sid_text = None if sid is None else sid.decode()
+        except UnicodeDecodeError:  # not UTF-8: kept visible as surrogates (see _text)
+            subject, reply, sid_text = (
+                None if b is None else _text(b) for b in (subject_b, reply_b, sid)
+            )
+        if self._from_client:
+            if total > self.limits.max_payload:
+                return self._error(
+                    "max_payload_exceeded",
+                    f"{total} bytes above max_payload {self.limits.max_payload}",
+                )
+            if self.pedantic and not (
+                subjects.is_valid(subject, "publish")
+                and (reply is None or subjects.is_valid(reply, "reply"))
+            ):
+                # The payload still has to be skipped; the error is reported after it.
+                return (
+                    _DEFERRED,
+                    (self._error("invalid_subject", f"publish subject {subject!r}"),),
+                    0,
+                    total,
+                )
+        return (
+            kind,
+            (subject, reply) if sid_text is None else (subject, sid_text, reply),
+            hdr_len,
+            total,
+        )
 
-    def _pub(self, rest: bytes) -> Event | None:
-        return self._payload_op(rest.split(), 1, False, "PUB")
+    def _pub(self, rest: bytes) -> Event | _Pending:
+        return self._payload_args("PUB", rest)
 
-    def _hpub(self, rest: bytes) -> Event | None:
-        return self._payload_op(rest.split(), 2, False, "HPUB")
+    def _hpub(self, rest: bytes) -> Event | _Pending:
+        return self._payload_args("HPUB", rest)
 
-    def _msg(self, rest: bytes) -> Event | None:
-        return self._payload_op(rest.split(), 1, True, "MSG")
+    def _msg(self, rest: bytes) -> Event | _Pending:
+        return self._payload_args("MSG", rest)
 
-    def _hmsg(self, rest: bytes) -> Event | None:
-        return self._payload_op(rest.split(), 2, True, "HMSG")
+    def _hmsg(self, rest: bytes) -> Event | _Pending:
+        return self._payload_args("HMSG", rest)
 
     def _sub(self, rest: bytes) -> Event:
         args = rest.split()
@@ -367,7 +483,7 @@ class Parser:
 
     def _unsub(self, rest: bytes) -> Event:
         args = rest.split()
-        if len(args) not in (1, 2) or (len(args) == 2 and not _is_size(args[1])):
+        if len(args) not in (1, 2) or (len(args) == 2 and not args[1].isdigit()):
             return self._error("parser_error", f"UNSUB arguments {rest[:60]!r}")
         return Unsub(_text(args[0]), int(args[1]) if len(args) == 2 else None)
 
@@ -396,7 +512,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_HANDLERS: dict[str, Callable[[Parser, bytes], Event | None]] = {
+_HANDLERS: dict[str, Callable[[Parser, bytes], Event | _Pending]] = {
     "INFO": Parser._info, "CONNECT": Parser._connect, "PUB": Parser._pub, "HPUB": Parser._hpub,
     "SUB": Parser._sub, "UNSUB": Parser._unsub, "MSG": Parser._msg, "HMSG": Parser._hmsg,
     "PING": Parser._ping, "PONG": Parser._pong, "+OK": Parser._ok, "-ERR": Parser._err,
@@ -434,7 +550,9 @@ def _subject_error(op: Op) -> EncodeError | None:
 
 def _headers_error(block: bytes) -> EncodeError | None:
     if not (block.startswith(HEADER_VERSION_PREFIX) and block.endswith(HEADER_TERMINATOR)):
-        return EncodeError("invalid_headers", "a header block starts with NATS/ and ends with CRLF CRLF")
+        return EncodeError(
+            "invalid_headers", "a header block starts with NATS/ and ends with CRLF CRLF"
+        )
     return None
 
 
@@ -442,7 +560,12 @@ def encode(op: Op) -> bytes | EncodeError:
     """The canonical bytes of ``op``: upper-case name, single spaces, compact JSON, CRLF."""
     name = OP_NAMES[type(op)].encode()
     if isinstance(op, Info | Connect):
-        return name + b" " + json.dumps(op.options, separators=(",", ":"), ensure_ascii=False).encode() + CRLF
+        return (
+            name
+            + b" "
+            + json.dumps(op.options, separators=(",", ":"), ensure_ascii=False).encode()
+            + CRLF
+        )
     if isinstance(op, Ping | Pong | Ok):
         return name + CRLF
     if isinstance(op, Err):
@@ -488,7 +611,8 @@ def encode(op: Op) -> bytes | EncodeError:
 # --- JSON-shaped views (vectors, transcripts) ----------------------------------------------------
 
 _FIELDS: dict[type, tuple[str, ...]] = {
-    cls: tuple(cls.__dataclass_fields__) for cls in OP_NAMES  # type: ignore[attr-defined]
+    cls: tuple(cls.__dataclass_fields__)
+    for cls in OP_NAMES  # type: ignore[attr-defined]
 }
 _OPTIONAL = frozenset({"reply", "queue", "max_msgs"})
 
@@ -502,7 +626,7 @@ def op_fields(op: Op) -> dict[str, Any]:
 
 
 def op_from_fields(fields: dict[str, Any]) -> Op:
-    """Inverse of ``op_fields``; optional fields left out are None. Raises ValueError if malformed."""
+    """Inverse of ``op_fields``; optional fields left out are None. ValueError if malformed."""
     cls = OP_TYPES.get(fields.get("op", ""))
     if cls is None:
         raise ValueError(f"unknown op {fields.get('op')!r}")

@@ -1,0 +1,171 @@
+"""The bundled vectors, the format, and the checker's handling of bad vector files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from conformance import vectors
+
+BUNDLED = vectors.load_all([vectors.BUNDLED_DIR])
+
+
+def test_bundled_files_are_valid() -> None:
+    assert BUNDLED.problems == []
+
+
+def test_bundled_vectors_cover_every_rule_family() -> None:
+    kinds = Counter(case.kind for case in BUNDLED.cases)
+    assert len(BUNDLED.cases) >= 700
+    assert set(kinds) == set(vectors.EVALUATORS)
+    ops = {
+        case.data["input"]["bytes"].split(" ")[0].split("\t")[0].upper()
+        for case in BUNDLED.cases
+        if case.kind == "protocol.parse" and isinstance(case.data["input"]["bytes"], str)
+    }
+    assert {"INFO", "CONNECT", "PUB", "HPUB", "SUB", "UNSUB", "MSG", "HMSG"} <= {
+        o.split("\r")[0] for o in ops
+    }
+
+
+def test_every_case_cites_a_document_that_exists() -> None:
+    spec = vectors.BUNDLED_DIR.parent.parent / "shared" / "spec"
+    documents = {case.data["source"]["document"] for case in BUNDLED.cases}
+    if spec.is_dir():
+        assert all((spec / d).is_file() for d in documents)
+    assert documents <= set(vectors.schema()["$defs"]["source"]["properties"]["document"]["enum"])
+
+
+def test_wire_scripts_only_on_server_cases() -> None:
+    for case in BUNDLED.cases:
+        assert ("wire" in case.data) == ("server" in case.roles), case.id
+
+
+@pytest.mark.parametrize("case", BUNDLED.cases, ids=lambda c: c.id)
+def test_reference_passes_bundled_case(case: vectors.Case) -> None:
+    problem = vectors.evaluate(case)
+    assert problem is None, str(problem)
+
+
+def test_schema_is_a_valid_json_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(vectors.schema())
+
+
+def test_bytes_forms() -> None:
+    assert vectors.decode_bytes("a\r\n") == b"a\r\n"
+    assert vectors.decode_bytes({"base64": "/w=="}) == b"\xff"
+    assert vectors.decode_bytes([{"repeat": "ab", "count": 3}, "c"]) == b"abababc"
+    assert vectors.encode_bytes(b"\xff") == {"base64": "/w=="}
+    with pytest.raises(vectors.BytesError) as info:
+        vectors.decode_bytes(["x", {"base64": "%%"}], "input.bytes")
+    assert info.value.path == "input.bytes[1].base64"
+
+
+# --- bad vector files ---------------------------------------------------------------------------
+
+GOOD_CASE = {
+    "id": "t.ping",
+    "description": "PING parses",
+    "source": {"document": "client-protocol.txt", "section": "PING/PONG"},
+    "level": "must",
+    "roles": ["reference"],
+    "kind": "protocol.parse",
+    "input": {"direction": "client", "bytes": "PING\r\n"},
+    "expect": {"events": [{"op": "PING"}]},
+}
+
+
+def _file(tmp_path: Path, name: str, cases: list[dict] | str) -> Path:
+    path = tmp_path / name
+    if isinstance(cases, str):
+        path.write_text(cases)
+    else:
+        doc = {"format": vectors.FORMAT, "group": "t", "title": "t", "cases": cases}
+        path.write_text(json.dumps(doc))
+    return path
+
+
+def _check(*paths: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "harness.cli", "vectors", "check", *map(str, paths)]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_check_passes_good_file_and_prints_counts(tmp_path: Path) -> None:
+    result = _check(_file(tmp_path, "good.json", [GOOD_CASE]))
+    assert result.returncode == 0, result.stdout
+    assert result.stdout.splitlines()[-1].startswith(
+        "vectors check: 1 cases in 1 groups: 1 passed, 0 failed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "case_id", "field", "words"),
+    [
+        ({"level": "required"}, "t.ping", "level", "is not one of"),
+        ({"roles": []}, "t.ping", "roles", "should be non-empty"),
+        (
+            {"input": {"direction": "client", "bytes": {"base64": "%%"}}},
+            "t.ping",
+            "input.bytes",
+            "",
+        ),
+        (
+            {"input": {"direction": "up", "bytes": "PING\r\n"}},
+            "t.ping",
+            "input.direction",
+            "is not one of",
+        ),
+        ({"expect": {"events": [{"op": "PONG"}]}}, "t.ping", "expect.events[0]", "expected"),
+        ({"id": "Bad Id"}, "Bad Id", "id", "does not match"),
+    ],
+)
+def test_broken_case_is_named_by_file_case_and_field(
+    tmp_path: Path, change: dict, case_id: str, field: str, words: str
+) -> None:
+    path = _file(tmp_path, "broken.json", [GOOD_CASE, {**GOOD_CASE, "id": "t.other", **change}])
+    if "id" in change:
+        path = _file(tmp_path, "broken.json", [{**GOOD_CASE, **change}])
+    result = _check(path)
+    assert result.returncode == 1
+    fails = [line for line in result.stdout.splitlines() if line.startswith("FAIL")]
+    expected_case = case_id if "id" in change else "t.other"
+    assert any(
+        f"{path}" in f and f"case {expected_case}" in f and f"field {field}" in f and words in f
+        for f in fails
+    ), result.stdout
+
+
+def test_invalid_json_names_file_and_line(tmp_path: Path) -> None:
+    path = _file(tmp_path, "bad.json", '{"format": "nats-conformance-vectors/1",\n "cases": [}')
+    result = _check(path)
+    assert result.returncode == 1
+    assert f"FAIL {path}: invalid JSON at line 2" in result.stdout
+
+
+def test_duplicate_ids_across_files_are_reported(tmp_path: Path) -> None:
+    _file(tmp_path, "a.json", [GOOD_CASE])
+    _file(tmp_path, "b.json", [GOOD_CASE])
+    result = _check(tmp_path)
+    assert result.returncode == 1
+    assert "case t.ping: field id: duplicate case id" in result.stdout
+
+
+def test_wire_script_is_checked_against_the_server_model(tmp_path: Path) -> None:
+    case = {
+        **GOOD_CASE,
+        "roles": ["reference", "server"],
+        "wire": {"exchanges": [{"send": "PING\r\n", "expect": [{"op": "PING"}], "then": "open"}]},
+    }
+    result = _check(_file(tmp_path, "wire.json", [case]))
+    assert result.returncode == 1
+    assert "case t.ping: field wire.exchanges[0].expect[0]" in result.stdout
+
+
+def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    assert _check(tmp_path / "nope").returncode == 2
