@@ -1,4 +1,4 @@
-"""A reference model of one NATS server connection, sans-I/O: client bytes in, server operations out.
+"""A reference model of one NATS server connection, sans-I/O: client bytes in, server ops out.
 
 It answers what the documents say a server answers on a single connection: +OK in verbose mode,
 PONG for PING, MSG/HMSG for the connection's own matching subscriptions (echo), -ERR for protocol
@@ -24,7 +24,6 @@ from conformance.protocol import (
     DEFAULT_MAX_PAYLOAD,
     Connect,
     Direction,
-    Err,
     Event,
     HMsg,
     HPub,
@@ -84,7 +83,11 @@ class ServerModel:
 
     def info(self) -> Info:
         """The INFO a server sends first (the fields this model can vouch for)."""
-        options: dict[str, object] = {"max_payload": self.config.max_payload, "proto": 1, "headers": True}
+        options: dict[str, object] = {
+            "max_payload": self.config.max_payload,
+            "proto": 1,
+            "headers": True,
+        }
         if self.config.auth_required:
             options["auth_required"] = True
         return Info(options)

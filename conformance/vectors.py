@@ -87,7 +87,9 @@ def decode_bytes(value: Any, path: str = "") -> bytes:
         try:
             return value.encode("utf-8")
         except UnicodeEncodeError as exc:  # lone surrogates from \\udXXX escapes
-            raise BytesError(path, f"string is not valid Unicode text ({exc.reason}); use base64") from exc
+            raise BytesError(
+                path, f"string is not valid Unicode text ({exc.reason}); use base64"
+            ) from exc
     if isinstance(value, list):
         return b"".join(decode_bytes(part, f"{path}[{i}]") for i, part in enumerate(value))
     if isinstance(value, dict) and "base64" in value:
@@ -143,7 +145,9 @@ def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
 def validate_document(doc: Any, file: str) -> list[Problem]:
     """Schema problems of one parsed vector file, each naming case id and field."""
     problems = []
-    for error in sorted(_validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
+    for error in sorted(
+        _validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))
+    ):
         error = _deepest(error)
         path = list(error.absolute_path)
         case_id = None
@@ -151,7 +155,11 @@ def validate_document(doc: Any, file: str) -> list[Problem]:
         if len(path) >= 2 and path[0] == "cases" and isinstance(path[1], int):
             cases = doc.get("cases") if isinstance(doc, dict) else None
             case = cases[path[1]] if isinstance(cases, list) and path[1] < len(cases) else None
-            case_id = case.get("id") if isinstance(case, dict) and isinstance(case.get("id"), str) else None
+            case_id = (
+                case.get("id")
+                if isinstance(case, dict) and isinstance(case.get("id"), str)
+                else None
+            )
             case_id = case_id or f"#{path[1]}"
             field_path = _json_path(path[2:]) or None
         problems.append(Problem(file, case_id, field_path, error.message))
@@ -174,7 +182,16 @@ def load_path(path: Path) -> LoadResult:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        return LoadResult(problems=[Problem(str(path), None, None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}")])
+        return LoadResult(
+            problems=[
+                Problem(
+                    str(path),
+                    None,
+                    None,
+                    f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                )
+            ]
+        )
     return load_document(doc, str(path))
 
 
@@ -196,7 +213,11 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
         result.problems.extend(part.problems)
         for case in part.cases:
             if case.id in seen:
-                result.problems.append(Problem(case.file, case.id, "id", f"duplicate case id (also in {seen[case.id]})"))
+                result.problems.append(
+                    Problem(
+                        case.file, case.id, "id", f"duplicate case id (also in {seen[case.id]})"
+                    )
+                )
                 continue
             seen[case.id] = case.file
             result.cases.append(case)
@@ -270,10 +291,17 @@ def _eval_headers_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         _expect_equal("expect.error", exp["error"], got)
         return
     if isinstance(result, headers.HeaderError):
-        raise Mismatch("expect", f"expected a header block, reference rejects it: {result.reason} ({result.detail})")
+        raise Mismatch(
+            "expect",
+            f"expected a header block, reference rejects it: {result.reason} ({result.detail})",
+        )
     _expect_equal("expect.status", exp.get("status"), result.status)
     _expect_equal("expect.description", exp.get("description"), result.description)
-    _expect_equal("expect.headers", [list(p) for p in exp.get("headers", [])], [list(p) for p in result.fields])
+    _expect_equal(
+        "expect.headers",
+        [list(p) for p in exp.get("headers", [])],
+        [list(p) for p in result.fields],
+    )
 
 
 def _eval_headers_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
@@ -307,7 +335,9 @@ def _eval_headers_op(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         if "value" not in inp:
             raise Mismatch("input.value", f"the {op} operation needs a value")
         getattr(h, op)(key, inp["value"], case_sensitive=sensitive)
-    _expect_equal("expect.headers", [list(p) for p in exp.get("headers", [])], [list(p) for p in h.items()])
+    _expect_equal(
+        "expect.headers", [list(p) for p in exp.get("headers", [])], [list(p) for p in h.items()]
+    )
 
 
 def _eval_subject_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
@@ -319,12 +349,17 @@ def _eval_subject_tokens(inp: dict[str, Any], exp: dict[str, Any]) -> None:
 
 
 def _eval_subject_match(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    _expect_equal("expect.matches", exp["matches"], subjects.matches(inp["pattern"], inp["subject"]))
+    _expect_equal(
+        "expect.matches", exp["matches"], subjects.matches(inp["pattern"], inp["subject"])
+    )
 
 
 def _eval_name_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     got = names.validate(
-        inp["production"], inp["name"], platform=inp.get("platform", "unix"), internal=inp.get("internal", False)
+        inp["production"],
+        inp["name"],
+        platform=inp.get("platform", "unix"),
+        internal=inp.get("internal", False),
     )
     _expect_equal("expect.valid", exp["valid"], got)
 
@@ -388,9 +423,14 @@ def _eval_wire(wire: dict[str, Any]) -> None:
             want = op_pattern(pattern, f"{path}.expect[{j}]")
             actual = got[j] if j < len(got) else None
             if actual is None or any(actual.get(k) != v for k, v in want.items()):
-                raise Mismatch(f"{path}.expect[{j}]", f"expected {want!r}, reference server sends {actual!r} (all: {got!r})")
+                raise Mismatch(
+                    f"{path}.expect[{j}]",
+                    f"expected {want!r}, reference server sends {actual!r} (all: {got!r})",
+                )
         if len(got) > len(exchange["expect"]):
-            raise Mismatch(f"{path}.expect", f"reference server sends more: {got[len(exchange['expect']):]!r}")
+            raise Mismatch(
+                f"{path}.expect", f"reference server sends more: {got[len(exchange['expect']) :]!r}"
+            )
         _expect_equal(f"{path}.then", exchange["then"], "closed" if model.closed else "open")
 
 

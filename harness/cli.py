@@ -53,9 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     vec_commands = vec.add_subparsers(dest="vectors_command", required=True)
     check = vec_commands.add_parser(
         "check",
-        help="validate vector files against the schema and evaluate every case against the reference",
+        help="validate vector files against the schema and evaluate each case with the reference",
     )
-    check.add_argument("dirs", nargs="*", metavar="DIR", help="files or directories (default: the bundled vectors)")
+    check.add_argument(
+        "dirs", nargs="*", metavar="DIR", help="files or directories (default: the bundled vectors)"
+    )
     check.set_defaults(func=_check)
     return parser
 
