@@ -275,13 +275,18 @@ def _expected_event(event: dict[str, Any], path: str) -> dict[str, Any]:
 
 def _eval_protocol_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     op = protocol.op_from_fields(op_pattern(inp["op"], "input.op"))
-    result = protocol.encode(op)
+    _expect_encoding(exp, "bytes", protocol.encode(op))
+
+
+def _expect_encoding(exp: dict[str, Any], field_name: str, result: Any) -> None:
+    """An encoder's result (bytes, or an error value with a reason) against bytes or an error."""
     if "error" in exp:
-        got = result.reason if isinstance(result, protocol.EncodeError) else result
+        got = result if isinstance(result, bytes) else result.reason
         _expect_equal("expect.error", exp["error"], got)
     else:
         got = result if isinstance(result, bytes) else f"error: {result.reason}"
-        _expect_equal("expect.bytes", decode_bytes(exp["bytes"], "expect.bytes"), got)
+        path = f"expect.{field_name}"
+        _expect_equal(path, decode_bytes(exp[field_name], path), got)
 
 
 def _eval_headers_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
@@ -310,13 +315,7 @@ def _eval_headers_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         description=inp.get("description"),
         fields=tuple((k, v) for k, v in inp["headers"]),
     )
-    result = headers.encode_block(block)
-    if "error" in exp:
-        got = result.reason if isinstance(result, headers.HeaderError) else result
-        _expect_equal("expect.error", exp["error"], got)
-    else:
-        got = result if isinstance(result, bytes) else f"error: {result.reason}"
-        _expect_equal("expect.block", decode_bytes(exp["block"], "expect.block"), got)
+    _expect_encoding(exp, "block", headers.encode_block(block))
 
 
 def _eval_headers_op(inp: dict[str, Any], exp: dict[str, Any]) -> None:
