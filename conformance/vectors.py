@@ -142,36 +142,43 @@ def _deepest(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
     return best
 
 
-def validate_document(doc: Any, file: str) -> list[Problem]:
-    """Schema problems of one parsed vector file, each naming case id and field."""
-    problems = []
+def _schema_problems(doc: Any, file: str) -> list[tuple[int | None, Problem]]:
+    """Schema problems of one parsed file, each with the index of its case (None: the file)."""
+    out = []
+    cases = doc.get("cases") if isinstance(doc, dict) else None
     for error in sorted(
         _validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))
     ):
         error = _deepest(error)
         path = list(error.absolute_path)
-        case_id = None
-        field_path = _json_path(path)
         if len(path) >= 2 and path[0] == "cases" and isinstance(path[1], int):
-            cases = doc.get("cases") if isinstance(doc, dict) else None
-            case = cases[path[1]] if isinstance(cases, list) and path[1] < len(cases) else None
-            case_id = (
-                case.get("id")
-                if isinstance(case, dict) and isinstance(case.get("id"), str)
-                else None
-            )
-            case_id = case_id or f"#{path[1]}"
-            field_path = _json_path(path[2:]) or None
-        problems.append(Problem(file, case_id, field_path, error.message))
-    return problems
+            index = path[1]
+            case = cases[index] if isinstance(cases, list) and index < len(cases) else None
+            case_id = case.get("id") if isinstance(case, dict) else None
+            name = case_id if isinstance(case_id, str) else f"#{index}"
+            out.append((index, Problem(file, name, _json_path(path[2:]) or None, error.message)))
+        else:
+            out.append((None, Problem(file, None, _json_path(path) or None, error.message)))
+    return out
+
+
+def validate_document(doc: Any, file: str) -> list[Problem]:
+    """Schema problems of one parsed vector file, each naming case id and field."""
+    return [problem for _, problem in _schema_problems(doc, file)]
 
 
 def load_document(doc: Any, file: str) -> LoadResult:
-    """Schema-check one parsed file and return its cases (none if the file is invalid)."""
-    problems = validate_document(doc, file)
-    if problems:
+    """Schema-check one parsed file; return its valid cases and a problem for each invalid one.
+
+    A broken case loses only itself; a file whose own structure is broken yields no cases.
+    """
+    found = _schema_problems(doc, file)
+    problems = [problem for _, problem in found]
+    if any(index is None for index, _ in found):
         return LoadResult(problems=problems)
-    return LoadResult(cases=[Case(file, doc["group"], c) for c in doc["cases"]])
+    bad = {index for index, _ in found}
+    cases = [Case(file, doc["group"], c) for i, c in enumerate(doc["cases"]) if i not in bad]
+    return LoadResult(cases=cases, problems=problems)
 
 
 def load_path(path: Path) -> LoadResult:

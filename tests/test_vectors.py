@@ -169,3 +169,23 @@ def test_wire_script_is_checked_against_the_server_model(tmp_path: Path) -> None
 
 def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     assert _check(tmp_path / "nope").returncode == 2
+
+
+def test_a_broken_case_loses_only_itself(tmp_path: Path) -> None:
+    tampered = {**GOOD_CASE, "id": "t.tampered", "expect": {"events": [{"op": "PONG"}]}}
+    invalid = {**GOOD_CASE, "id": "t.invalid", "level": "required"}
+    result = _check(_file(tmp_path, "mixed.json", [GOOD_CASE, invalid, tampered]))
+    assert result.returncode == 1
+    assert "case t.invalid: field level" in result.stdout
+    assert "case t.tampered: field expect.events[0]" in result.stdout
+    closing = result.stdout.splitlines()[-1]
+    assert "2 cases in 1 groups: 1 passed, 1 failed, 1 file problems" in closing
+
+
+def test_broken_file_structure_yields_no_cases(tmp_path: Path) -> None:
+    path = tmp_path / "nogroup.json"
+    path.write_text(json.dumps({"format": vectors.FORMAT, "title": "t", "cases": [GOOD_CASE]}))
+    loaded = vectors.load_all([path])
+    assert loaded.cases == []
+    assert [(p.case, p.field) for p in loaded.problems] == [(None, None)]
+    assert "'group' is a required property" in loaded.problems[0].message
