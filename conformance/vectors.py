@@ -416,28 +416,50 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 }
 
 
+def compare_exchange(
+    exchange: dict[str, Any], index: int, received: list[protocol.Event], closed: bool, peer: str
+) -> Mismatch | None:
+    """Judge what a server sent back in one exchange of a wire script; None when it conforms.
+
+    ``received`` is what the server sent after this exchange's ``send`` (as parsed by the
+    reference, so bytes that break the protocol appear as errors), ``closed`` whether it closed
+    the connection, ``peer`` how to name the server in the message. Operations compare as
+    patterns: only the fields the script gives.
+    """
+    path = f"wire.exchanges[{index}]"
+    got = [protocol.event_fields(event) for event in received]
+    for j, pattern in enumerate(exchange["expect"]):
+        want = op_pattern(pattern, f"{path}.expect[{j}]")
+        actual = got[j] if j < len(got) else None
+        if actual is None or any(actual.get(k, _ABSENT) != v for k, v in want.items()):
+            return Mismatch(
+                f"{path}.expect[{j}]", f"expected {want!r}, {peer} sends {actual!r} (all: {got!r})"
+            )
+    if len(got) > len(exchange["expect"]):
+        return Mismatch(f"{path}.expect", f"{peer} sends more: {got[len(exchange['expect']) :]!r}")
+    state = "closed" if closed else "open"
+    if exchange["then"] != state:
+        return Mismatch(
+            f"{path}.then", f"expected the connection {exchange['then']}, {peer} left it {state}"
+        )
+    return None
+
+
+_ABSENT = object()
+
+
 def _eval_wire(wire: dict[str, Any]) -> None:
     """Run a wire script against the reference server model."""
     model = server.ServerModel(server.ServerConfig(**wire.get("config", {})))
     for i, exchange in enumerate(wire["exchanges"]):
-        path = f"wire.exchanges[{i}]"
         if model.closed:
-            raise Mismatch(path, "the reference closed the connection before this exchange")
-        sent = model.receive(decode_bytes(exchange["send"], f"{path}.send"))
-        got = [protocol.op_fields(op) for op in sent]
-        for j, pattern in enumerate(exchange["expect"]):
-            want = op_pattern(pattern, f"{path}.expect[{j}]")
-            actual = got[j] if j < len(got) else None
-            if actual is None or any(actual.get(k) != v for k, v in want.items()):
-                raise Mismatch(
-                    f"{path}.expect[{j}]",
-                    f"expected {want!r}, reference server sends {actual!r} (all: {got!r})",
-                )
-        if len(got) > len(exchange["expect"]):
             raise Mismatch(
-                f"{path}.expect", f"reference server sends more: {got[len(exchange['expect']) :]!r}"
+                f"wire.exchanges[{i}]", "the reference closed the connection before this exchange"
             )
-        _expect_equal(f"{path}.then", exchange["then"], "closed" if model.closed else "open")
+        sent = model.receive(decode_bytes(exchange["send"], f"wire.exchanges[{i}].send"))
+        mismatch = compare_exchange(exchange, i, list(sent), model.closed, "the reference server")
+        if mismatch is not None:
+            raise mismatch
 
 
 def evaluate(case: Case) -> Problem | None:
