@@ -1,0 +1,305 @@
+"""Run a vector's wire script against a live server over raw TCP, recording everything on the wire.
+
+No protocol logic lives here: server bytes are parsed by the reference parser and each exchange is
+judged by ``conformance.vectors.compare_exchange``. What this module adds is I/O that always ends:
+every wait has a deadline, every read a byte budget, so a misbehaving server gets a verdict.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from conformance import protocol, vectors
+
+if TYPE_CHECKING:
+    from harness.targets import RunningServer
+
+Direction = Literal["send", "recv", "close", "timeout", "note"]
+Outcome = Literal["pass", "fail", "error", "skip"]
+
+# A client reading a server: generous limits, so only bytes that break the protocol are errors.
+READ_LIMITS = protocol.Limits(max_control_line=1 << 20, max_payload=64 << 20)
+# Flood guard: a receive stops reading after this many bytes.
+RECEIVE_BUDGET = 1 << 20
+CHUNK = 1 << 16
+# How much of one event's bytes a transcript shows (text) and keeps in JSON.
+TEXT_SHOWN = 300
+JSON_SHOWN = 4096
+PONG = b"PONG\r\n"
+_UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
+
+_MARKS: dict[str, str] = {
+    "send": ">",
+    "recv": "<",
+    "close": "closed:",
+    "timeout": "timeout:",
+    "note": "note:",
+}
+_ESCAPES = {0x0D: "\\r", 0x0A: "\\n", 0x09: "\\t", 0x5C: "\\\\"}
+
+
+def escape(data: bytes) -> str:
+    """Printable ASCII as is; CR, LF, tab and backslash as escapes; other bytes as \\xNN."""
+    return "".join(_ESCAPES.get(b) or (chr(b) if 0x20 <= b < 0x7F else f"\\x{b:02x}") for b in data)
+
+
+@dataclass(frozen=True)
+class TranscriptEvent:
+    at: float  # seconds since the connection was opened
+    direction: Direction
+    data: bytes  # the bytes sent or received; for the other directions, a description
+
+
+@dataclass
+class Transcript:
+    events: list[TranscriptEvent] = field(default_factory=list)
+
+    def text(self) -> str:
+        """One line per event: time in ms, direction, the bytes escaped (long data truncated)."""
+        lines = []
+        for event in self.events:
+            shown = escape(event.data[:TEXT_SHOWN])
+            if len(event.data) > TEXT_SHOWN:
+                shown += f"... ({len(event.data)} bytes in all)"
+            lines.append(f"  +{event.at * 1000:.1f}ms {_MARKS[event.direction]} {shown}")
+        return "\n".join(lines)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """JSON-ready events; data as a vector bytes value, cut to its first JSON_SHOWN bytes."""
+        return [
+            {
+                "at_ms": round(event.at * 1000, 3),
+                "direction": event.direction,
+                "size": len(event.data),
+                "data": vectors.encode_bytes(event.data[:JSON_SHOWN]),
+                "truncated": len(event.data) > JSON_SHOWN,
+            }
+            for event in self.events
+        ]
+
+
+class WireConnection:
+    """A blocking TCP client to a NATS server that records a transcript and never waits unbounded.
+
+    It answers a server PING with PONG and leaves PING and INFO out of what ``receive`` returns,
+    except the connection's first operation (which should be the INFO), returned whatever it is.
+    """
+
+    def __init__(self, sock: socket.socket, started: float) -> None:
+        self._sock = sock
+        self._started = started
+        self._parser = protocol.Parser(protocol.Direction.SERVER, limits=READ_LIMITS, headers=True)
+        self._first = True
+        self.closed = False  # the peer closed or reset the connection
+        self.broken = False  # the peer sent bytes that break the protocol
+        self.send_failed = False
+        # Why the last receive ended before its count ("" when the count came in), and why no
+        # receive can get more (closed or broken).
+        self.stopped = ""
+        self._final = ""
+        self.transcript = Transcript()
+
+    @classmethod
+    def connect(cls, host: str, port: int, *, timeout: float) -> WireConnection:
+        """Open the connection; OSError (refused, timed out, ...) propagates to the caller."""
+        started = time.monotonic()
+        sock = socket.create_connection((host, port), timeout=timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock, started)
+
+    @property
+    def incomplete(self) -> bool:
+        """Whether the bytes received so far end inside an operation."""
+        return self._parser.incomplete
+
+    def _record(self, direction: Direction, data: bytes) -> None:
+        self.transcript.events.append(
+            TranscriptEvent(time.monotonic() - self._started, direction, data)
+        )
+
+    def note(self, text: str) -> None:
+        self._record("note", text.encode())
+
+    def send(self, data: bytes, *, timeout: float = 1.0) -> bool:
+        """Send all of ``data``; False (and a note) when the peer does not take it in time.
+
+        After one failed send the outgoing stream is in an unknown state: later sends are only
+        recorded, so a peer that stopped reading costs one timeout, not one per send.
+        """
+        self._record("send", data)
+        if self.send_failed:
+            self.note("not sent: an earlier send failed")
+            return False
+        try:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(data)
+        except TimeoutError:
+            self.note(f"send did not complete within {timeout:g} s")
+        except OSError as exc:  # the peer closed or reset: what it sent before is still readable
+            self.note(f"send failed: {exc.strerror or exc}")
+        else:
+            return True
+        self.send_failed = True
+        return False
+
+    def receive(self, count: int, *, timeout: float) -> list[protocol.Event]:
+        """Read until ``count`` operations are in, the peer closes, ``timeout`` seconds pass, the
+        bytes break the protocol (a ``ProtocolError`` event) or the flood budget is spent.
+
+        Operations parsed from the same bytes beyond ``count`` are returned too: the server sent
+        them before the reading stopped.
+        """
+        return self._read(count, timeout, f"{count} operation(s)")
+
+    def receive_until_closed(self, *, timeout: float) -> list[protocol.Event]:
+        """Everything the server sends until it closes (or a ``receive`` limit is reached)."""
+        return self._read(_UNBOUNDED, timeout, "the server to close the connection")
+
+    def _read(self, count: int, timeout: float, awaited: str) -> list[protocol.Event]:
+        deadline = time.monotonic() + timeout
+        out: list[protocol.Event] = []
+        budget = RECEIVE_BUDGET
+        self.stopped = self._final
+        while len(out) < count and not self.stopped:
+            if budget <= 0:
+                self.stopped = f"stopped reading after {RECEIVE_BUDGET} bytes (flood guard)"
+                self.note(self.stopped)
+                break
+            remaining = deadline - time.monotonic()
+            try:
+                if remaining <= 0:
+                    raise TimeoutError
+                self._sock.settimeout(remaining)
+                data = self._sock.recv(min(CHUNK, budget))
+            except TimeoutError:
+                self.stopped = f"waited {timeout:g} s for {awaited}"
+                self._record("timeout", self.stopped.encode())
+                break
+            except OSError as exc:
+                self._peer_closed(f"connection lost: {exc.strerror or exc}")
+                break
+            if not data:
+                self._peer_closed("connection closed by the server")
+                break
+            self._record("recv", data)
+            budget -= len(data)
+            out.extend(self._keep(self._parser.feed(data), deadline))
+        return out
+
+    def _keep(self, events: list[protocol.Event], deadline: float) -> list[protocol.Event]:
+        """Drop what the comparison leaves out, answer PINGs (one send per chunk), note errors."""
+        kept = []
+        pings = 0
+        for event in events:
+            if self._first:
+                self._first = False
+                kept.append(event)
+            elif isinstance(event, protocol.Ping):
+                pings += 1
+            elif not isinstance(event, protocol.Info):
+                kept.append(event)
+            if isinstance(event, protocol.ProtocolError):
+                self.broken = True
+                self._final = self.stopped = (
+                    f"the server's bytes break the protocol: {event.reason} ({event.detail})"
+                )
+                self.note(self.stopped)
+        if pings:  # within the receive's deadline: a peer that does not read must not stall us
+            self.send(PONG * pings, timeout=max(deadline - time.monotonic(), 0.001))
+        return kept
+
+    def _peer_closed(self, how: str) -> None:
+        self.closed = True
+        self._record("close", how.encode())
+        if self._parser.incomplete:
+            how += " inside an operation"
+            self.note("the connection ended inside an operation")
+        self._final = self.stopped = how
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> WireConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class CaseResult:
+    outcome: Outcome
+    message: str
+    duration_ms: float
+    transcript: Transcript | None = None
+
+
+class _Verdict(Exception):
+    """Ends a script run early with an outcome."""
+
+    def __init__(self, outcome: Outcome, message: str) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+        self.message = message
+
+
+def run_wire_script(
+    wire: dict[str, Any], server: RunningServer, *, timeout: float = 1.0
+) -> CaseResult:
+    """Run one wire script against ``server``; every step is bounded by ``timeout`` seconds.
+
+    ``pass`` when every exchange matches; ``fail`` at the first mismatch ("<field>: <why>") or
+    when the server's first operation is not INFO; ``error`` when the script cannot be run (no
+    connection, the connection ends before INFO, an undecodable script).
+    """
+    started = time.monotonic()
+    wire_conn: WireConnection | None = None
+    try:
+        try:
+            wire_conn = WireConnection.connect(server.host, server.port, timeout=timeout)
+        except OSError as exc:
+            raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
+        with wire_conn:
+            _expect_info(wire_conn, timeout)
+            for i, exchange in enumerate(wire["exchanges"]):
+                _run_exchange(wire_conn, exchange, i, timeout)
+        outcome, message = "pass", ""
+    except _Verdict as verdict:
+        outcome, message = verdict.outcome, verdict.message
+    except (vectors.BytesError, KeyError, TypeError, ValueError) as exc:
+        outcome, message = "error", f"cannot run the wire script: {type(exc).__name__}: {exc}"
+    transcript = wire_conn.transcript if wire_conn is not None else None
+    return CaseResult(outcome, message, (time.monotonic() - started) * 1000, transcript)
+
+
+def _expect_info(wire: WireConnection, timeout: float) -> None:
+    first = wire.receive(1, timeout=timeout)
+    if first and isinstance(first[0], protocol.Info):
+        return
+    if not first and wire.closed:
+        raise _Verdict(
+            "error", f"the connection ended before the server sent INFO ({wire.stopped})"
+        )
+    if first and not isinstance(first[0], protocol.ProtocolError):
+        name = protocol.OP_NAMES[type(first[0])]
+        raise _Verdict("fail", f"no INFO: the server's first operation is {name}")
+    raise _Verdict("fail", f"no INFO: {wire.stopped}")
+
+
+def _run_exchange(
+    wire: WireConnection, exchange: dict[str, Any], index: int, timeout: float
+) -> None:
+    path = f"wire.exchanges[{index}]"
+    if wire.closed:
+        raise _Verdict("fail", f"{path}: the server closed the connection before this exchange")
+    wire.send(vectors.decode_bytes(exchange["send"], f"{path}.send"), timeout=timeout)
+    received = wire.receive(len(exchange["expect"]), timeout=timeout)
+    if exchange["then"] == "closed":
+        received += wire.receive_until_closed(timeout=timeout)
+    mismatch = vectors.compare_exchange(exchange, index, received, wire.closed, "the server")
+    if mismatch is not None:
+        ending = f"; {wire.stopped}" if wire.stopped else ""
+        raise _Verdict("fail", f"{mismatch.field}: {mismatch}{ending}")

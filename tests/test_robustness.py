@@ -1,0 +1,308 @@
+"""Misbehaving servers get a verdict, in bounded time, and the run goes on to the next case.
+
+Each server here is a few lines of socket code on 127.0.0.1, written to break one assumption a
+runner could make (that INFO comes, that answers come, that reads end, that frames are whole).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from conformance.vectors import BUNDLED_DIR, load_all
+from harness.targets import RunningServer
+from harness.wire import RECEIVE_BUDGET, CaseResult, WireConnection, run_wire_script
+
+TIMEOUT = 0.25
+# A verdict may take a few waits (INFO, a send, a receive, a close), never more.
+BOUND = 6 * TIMEOUT
+INFO = b'INFO {"server_id":"fake","version":"0.0.0","proto":1,"headers":true}\r\n'
+
+CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}
+# Real bundled wire scripts: open and closed endings, MSG, HMSG, -ERR, two exchanges.
+BATCH = [
+    "protocol.connect.parse.lower-case-name",
+    "protocol.framing.parse.unknown.pingx",
+    "protocol.pub.parse.doc-example-hello",
+    "protocol.hpub.parse.doc-example-one-header",
+    "protocol.unsub.session.auto-unsubscribe-across-exchanges",
+]
+
+Behaviour = Callable[[socket.socket, threading.Event], None]
+
+
+class FakeServer:
+    """Listens on 127.0.0.1 and runs ``behave`` for each connection on a thread of its own."""
+
+    def __init__(self, behave: Behaviour) -> None:
+        self._behave = behave
+        self._stop = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.settimeout(0.05)
+        self.port = self._listener.getsockname()[1]
+        self._threads = [threading.Thread(target=self._accept, daemon=True)]
+        self._threads[0].start()
+
+    @property
+    def running(self) -> RunningServer:
+        url = f"nats://127.0.0.1:{self.port}"
+        return RunningServer(
+            url=url, host="127.0.0.1", port=self.port, version="0.0.0", log_path=None
+        )
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            self._behave(conn, self._stop)
+        except OSError:  # the client went away: what the misbehaviour is up against
+            pass
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        for thread in list(self._threads):
+            thread.join(timeout=5)
+        assert not any(thread.is_alive() for thread in self._threads)
+
+
+def read_until_stopped(conn: socket.socket, stop: threading.Event) -> bytes:
+    """Take whatever the client sends, answer nothing, until the test ends or the client leaves."""
+    conn.settimeout(0.05)
+    received = b""
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            break
+        received += data
+    return received
+
+
+def wait_for_data(conn: socket.socket, stop: threading.Event) -> None:
+    conn.settimeout(0.05)
+    while not stop.is_set():
+        try:
+            if conn.recv(65536):
+                return
+        except TimeoutError:
+            continue
+
+
+def send_until_stopped(conn: socket.socket, stop: threading.Event, chunk: bytes) -> None:
+    conn.settimeout(0.05)
+    while not stop.is_set():
+        try:
+            conn.sendall(chunk)
+        except TimeoutError:
+            continue
+
+
+def silent(conn: socket.socket, stop: threading.Event) -> None:
+    stop.wait()
+
+
+def hangs_after_connect(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO)
+    read_until_stopped(conn, stop)
+
+
+def floods_garbage(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO)
+    send_until_stopped(conn, stop, b"x" * 65536)
+
+
+def floods_pings(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO)
+    send_until_stopped(conn, stop, b"PING\r\n" * 10000)
+
+
+def floods_without_info(conn: socket.socket, stop: threading.Event) -> None:
+    send_until_stopped(conn, stop, b"x" * 65536)
+
+
+def ping_before_info(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"PING\r\n" + INFO)
+    read_until_stopped(conn, stop)
+
+
+def garbage_instead_of_info(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    read_until_stopped(conn, stop)
+
+
+def closes_mid_frame(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO)
+    wait_for_data(conn, stop)
+    conn.sendall(b"MSG foo 1 10\r\nhal")
+
+
+def resets(conn: socket.socket, stop: threading.Event) -> None:
+    # Linger 0: close sends RST instead of FIN.
+    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def resets_after_info(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO)
+    wait_for_data(conn, stop)
+    resets(conn, stop)
+
+
+# behaviour, the outcome of BATCH[0], words its message has
+MISBEHAVIOURS: dict[str, tuple[Behaviour, str, str]] = {
+    "never-sends-info": (silent, "fail", "no INFO"),
+    "hangs-after-connect": (hangs_after_connect, "fail", "wire.exchanges[0].expect[0]: "),
+    "floods-garbage": (floods_garbage, "fail", "wire.exchanges[0].expect[0]: "),
+    "floods-pings": (floods_pings, "fail", "wire.exchanges[0].expect[0]: "),
+    "floods-without-info": (floods_without_info, "fail", "no INFO"),
+    "ping-before-info": (ping_before_info, "fail", "no INFO: the server's first operation is PING"),
+    "garbage-instead-of-info": (garbage_instead_of_info, "fail", "no INFO"),
+    "closes-mid-frame": (closes_mid_frame, "fail", "wire.exchanges[0].expect[0]: "),
+    "resets": (resets, "error", "before the server sent INFO"),
+    "resets-after-info": (resets_after_info, "fail", "wire.exchanges[0].expect[0]: "),
+}
+
+
+@pytest.fixture(params=sorted(MISBEHAVIOURS))
+def misbehaving(request: pytest.FixtureRequest) -> Iterator[tuple[FakeServer, str, str]]:
+    behave, outcome, words = MISBEHAVIOURS[request.param]
+    server = FakeServer(behave)
+    try:
+        yield server, outcome, words
+    finally:
+        server.close()
+
+
+def timed_run(
+    wire: dict[str, Any], server: RunningServer, timeout: float = TIMEOUT
+) -> tuple[CaseResult, float]:
+    started = time.monotonic()
+    result = run_wire_script(wire, server, timeout=timeout)
+    return result, time.monotonic() - started
+
+
+def test_misbehaving_server_gets_a_clear_verdict_in_bounded_time(
+    misbehaving: tuple[FakeServer, str, str],
+) -> None:
+    server, outcome, words = misbehaving
+    result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server.running)
+    assert result.outcome == outcome, result.message
+    assert words in result.message
+    assert elapsed < BOUND
+    assert result.transcript is not None and result.transcript.events
+
+
+def test_the_run_goes_on_after_a_misbehaving_server(
+    misbehaving: tuple[FakeServer, str, str],
+) -> None:
+    server, _, _ = misbehaving
+    started = time.monotonic()
+    for case_id in BATCH:
+        result, elapsed = timed_run(CASES[case_id].data["wire"], server.running)
+        assert result.outcome in ("fail", "error"), case_id
+        assert result.message, case_id
+        assert elapsed < BOUND, (case_id, elapsed)
+    assert time.monotonic() - started < len(BATCH) * BOUND
+
+
+def test_flood_guard_bounds_what_one_receive_reads() -> None:
+    server = FakeServer(floods_pings)
+    try:
+        result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server.running, timeout=10)
+    finally:
+        server.close()
+    assert result.outcome == "fail"
+    assert elapsed < 5  # the byte budget, not the 10 s deadline, ended the reading
+    received = sum(len(e.data) for e in result.transcript.events if e.direction == "recv")
+    assert received <= 2 * RECEIVE_BUDGET  # the INFO's receive and the exchange's
+    assert any(b"flood" in e.data for e in result.transcript.events if e.direction == "note")
+
+
+def test_connection_refused_is_an_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    server = RunningServer(f"nats://127.0.0.1:{port}", "127.0.0.1", port, "0.0.0", None)
+    result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server)
+    assert result.outcome == "error"
+    assert result.message.startswith(f"cannot connect to nats://127.0.0.1:{port}: ")
+    assert elapsed < BOUND
+
+
+def never_reads(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO)
+    stop.wait()
+
+
+def test_server_that_stops_reading_gets_a_verdict() -> None:
+    big = {"send": {"repeat": "x", "count": 64 << 20}, "expect": [{"op": "PONG"}], "then": "open"}
+    server = FakeServer(never_reads)
+    try:
+        result, elapsed = timed_run({"exchanges": [big]}, server.running)
+    finally:
+        server.close()
+    assert result.outcome == "fail"
+    assert elapsed < BOUND
+    notes = [e.data for e in result.transcript.events if e.direction == "note"]
+    assert notes == [b"send did not complete within 0.25 s"]
+
+
+def test_a_stuck_send_costs_one_timeout_not_one_per_send() -> None:
+    server = FakeServer(never_reads)
+    try:
+        with WireConnection.connect("127.0.0.1", server.port, timeout=TIMEOUT) as wire:
+            assert wire.send(b"x" * (64 << 20), timeout=TIMEOUT) is False
+            started = time.monotonic()
+            assert wire.send(b"PING\r\n", timeout=TIMEOUT) is False
+            assert time.monotonic() - started < TIMEOUT / 2
+            assert wire.transcript.events[-1].data == b"not sent: an earlier send failed"
+    finally:
+        server.close()
+
+
+def test_chatty_conforming_server_passes() -> None:
+    """Unsolicited PING and async INFO are answered and left out of the comparison."""
+    seen = bytearray()
+
+    def chatty(conn: socket.socket, stop: threading.Event) -> None:
+        conn.sendall(INFO + b"PING\r\n")
+        conn.settimeout(0.05)
+        answered = False
+        while not stop.is_set():
+            try:
+                data = conn.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                break
+            seen.extend(data)
+            if not answered and b"PING\r\n" in seen:  # the script's PING
+                conn.sendall(b"PING\r\n" + INFO + b"PONG\r\n")
+                answered = True
+
+    server = FakeServer(chatty)
+    try:
+        result = run_wire_script(CASES[BATCH[0]].data["wire"], server.running, timeout=TIMEOUT)
+    finally:
+        server.close()
+    assert (result.outcome, result.message) == ("pass", "")
+    assert seen.count(b"PONG\r\n") == 2
