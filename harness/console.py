@@ -1,0 +1,68 @@
+"""What a run prints: a progress bar on a terminal and the closing summary."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from typing import TextIO
+
+from harness.gate import Verdict
+from harness.results import OUTCOMES, ResultRow
+
+LEVELS = ("must", "should", "may", "info")
+
+
+class Progress:
+    """A one-line bar on stderr, redrawn in place; silent when stderr is not a terminal."""
+
+    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.total = max(total, 1)
+        self.done = 0
+        self.stream = stream
+        self.width = width
+        self.enabled = stream.isatty()
+
+    def step(self, label: str, failed: bool) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        filled = self.width * self.done // self.total
+        bar = "#" * filled + "-" * (self.width - filled)
+        mark = "!" if failed else " "
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {mark} {label[:40]:<40}")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.enabled:
+            self.stream.write("\r" + " " * (self.width + 60) + "\r")
+            self.stream.flush()
+
+
+def summary(results: Iterable[tuple[ResultRow, Verdict]]) -> str:
+    """A table per target and level, then every gating problem with its message."""
+    counts: Counter[tuple[str, str, str]] = Counter()
+    problems: list[tuple[ResultRow, Verdict]] = []
+    targets: dict[str, str] = {}
+    for row, verdict in results:
+        targets.setdefault(row.target, row.target_version)
+        counts[(row.target, row.level, row.outcome)] += 1
+        if verdict is Verdict.EXPECTED:
+            counts[(row.target, row.level, "baselined")] += 1
+        if verdict in (Verdict.UNEXPECTED, Verdict.STALE):
+            problems.append((row, verdict))
+    columns = (*OUTCOMES, "baselined")
+    name_width = max([len("target"), *(len(f"{t} ({v})") for t, v in targets.items())])
+    lines = [f"{'target':<{name_width}}  {'level':<6} " + " ".join(f"{c:>9}" for c in columns)]
+    for target, version in targets.items():
+        for level in LEVELS:
+            if not any(counts[(target, level, o)] for o in OUTCOMES):
+                continue
+            cells = " ".join(f"{counts[(target, level, c)]:>9}" for c in columns)
+            lines.append(f"{f'{target} ({version})':<{name_width}}  {level:<6} {cells}")
+    for row, verdict in problems:
+        what = (
+            "unexpected failure" if verdict is Verdict.UNEXPECTED else "baseline is stale (passes)"
+        )
+        lines.append(f"{what}: {row.target}: {row.case_id}: {row.outcome}: {row.message}")
+    return "\n".join(lines)

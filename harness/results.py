@@ -1,0 +1,113 @@
+"""Result rows: one JSON object per line per (target, case), written as each case finishes.
+
+Each row is one ``write`` on a file opened with O_APPEND, so rows from parallel workers never
+interleave and every row already written survives a killed run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from conformance import vectors
+
+ROW_KEYS = (
+    "run_id", "time", "suite_version", "vectors_version", "target", "target_kind",
+    "target_version", "case_id", "group", "level", "outcome", "duration_ms", "message",
+)  # fmt: skip
+OUTCOMES = ("pass", "fail", "error", "skip")
+RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    run_id: str
+    time: str
+    suite_version: str
+    vectors_version: str
+    target: str
+    target_kind: str
+    target_version: str
+    case_id: str
+    group: str
+    level: str
+    outcome: str
+    duration_ms: float
+    message: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+
+@cache
+def suite_version() -> str:
+    try:
+        return version("nats-conformance")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def vectors_version(paths: Iterable[Path]) -> str:
+    """A content hash of the vector files: two runs with the same value used the same vectors."""
+    digest = hashlib.sha256()
+    for path in vectors.vector_files(paths):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return "sha256:" + digest.hexdigest()[:16]
+
+
+def run_id() -> str:
+    """This run's id; parallel workers inherit the parent's through the environment."""
+    if RUN_ID_ENV not in os.environ:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        os.environ[RUN_ID_ENV] = f"{stamp}-{uuid.uuid4().hex[:8]}"
+    return os.environ[RUN_ID_ENV]
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ResultsWriter:
+    """Appends rows to a JSON-lines file; a no-op without a path."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._fd: int | None = None
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, row: ResultRow) -> None:
+        if self._fd is not None:
+            os.write(self._fd, (row.to_json() + "\n").encode("utf-8"))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> ResultsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_rows(path: Path) -> Iterator[ResultRow]:
+    """Rows of a results file; a torn last line (a run killed mid-write) is skipped."""
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and set(data) == set(ROW_KEYS):
+                yield ResultRow(**data)

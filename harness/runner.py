@@ -1,0 +1,77 @@
+"""Run wire cases against server targets: one row per (target, case), judged by the gate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance.vectors import Case, LoadResult, load_all
+from harness.checks import check_case
+from harness.gate import Baseline, Verdict
+from harness.results import ResultRow, ResultsWriter, now, run_id, suite_version, vectors_version
+from harness.targets import ServerTarget
+from harness.wire import CaseResult
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every row of one run shares."""
+
+    run_id: str
+    suite_version: str
+    vectors_version: str
+
+    @classmethod
+    def for_vectors(cls, paths: Iterable[Path]) -> RunContext:
+        return cls(run_id(), suite_version(), vectors_version(paths))
+
+
+def server_cases(loaded: LoadResult) -> list[Case]:
+    """The cases a server target is checked with: those with a wire script."""
+    return [case for case in loaded.cases if "wire" in case.data]
+
+
+def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
+    loaded = load_all(paths)
+    return server_cases(loaded), loaded
+
+
+def make_row(
+    ctx: RunContext, target: ServerTarget, version: str, case: Case, result: CaseResult
+) -> ResultRow:
+    return ResultRow(
+        run_id=ctx.run_id,
+        time=now(),
+        suite_version=ctx.suite_version,
+        vectors_version=ctx.vectors_version,
+        target=target.name,
+        target_kind=target.kind,
+        target_version=version,
+        case_id=case.id,
+        group=case.group,
+        level=case.level,
+        outcome=result.outcome,
+        duration_ms=round(result.duration_ms, 3),
+        message=result.message,
+    )
+
+
+def run_target(
+    ctx: RunContext,
+    target: ServerTarget,
+    cases: list[Case],
+    writer: ResultsWriter,
+    baseline: Baseline,
+    on_result: Callable[[ResultRow, Verdict], None] = lambda row, verdict: None,
+) -> list[tuple[ResultRow, Verdict]]:
+    """Check every case against one target, writing each row as soon as it is known."""
+    version = target.version()
+    out = []
+    for case in cases:
+        row = make_row(ctx, target, version, case, check_case(case, target))
+        writer.write(row)
+        verdict = baseline.verdict(row)
+        out.append((row, verdict))
+        on_result(row, verdict)
+    return out

