@@ -101,7 +101,8 @@ def _nats_servers_owned_by(pid: int) -> list[int]:
     return found
 
 
-def test_sigterm_mid_run_keeps_rows_and_leaves_no_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL])
+def test_a_killed_run_keeps_its_rows_and_leaves_no_server(tmp_path: Path, signum: int) -> None:
     vec = _vectors(tmp_path / "v", [PASSING, SLOW_SHOULD])
     for i in range(3):  # a run that takes seconds: each copy of the slow case waits for a close
         doc = json.loads((vec / "sample.json").read_text())
@@ -127,12 +128,28 @@ def test_sigterm_mid_run_keeps_rows_and_leaves_no_server(tmp_path: Path) -> None
         time.sleep(0.05)
     servers = _nats_servers_owned_by(proc.pid)
     assert servers, "the run should have a server going"
-    os.kill(proc.pid, signal.SIGTERM)
-    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    os.kill(proc.pid, signum)
+    expected = {
+        signal.SIGTERM: 128 + signal.SIGTERM,
+        signal.SIGINT: 130,
+        signal.SIGKILL: -signal.SIGKILL,
+    }
+    assert proc.wait(timeout=30) == expected[signum]
     rows = results.read_text().splitlines()
     assert len(rows) >= 2 and all(json.loads(r)["case_id"] for r in rows)
-    time.sleep(0.5)
-    assert not [pid for pid in servers if Path(f"/proc/{pid}").exists()]
+    deadline = time.monotonic() + 10  # a kill on parent death is delivered asynchronously
+    while [pid for pid in servers if _running(pid)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in servers if _running(pid)]
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting to be reaped is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(") ")[2].split()[0] != "Z"
 
 
 def test_targets_lists_the_default_target(tmp_path: Path) -> None:
