@@ -56,6 +56,7 @@ class StreamingServerModel:
     channels: dict[str, list[Stored]] = field(default_factory=dict)
     subscriptions: dict[str, _Subscription] = field(default_factory=dict)  # by ack inbox
     received: list[tuple[str, pb.Message | DecodeError]] = field(default_factory=list)
+    delivered: list[tuple[str, int]] = field(default_factory=list)  # (subscription inbox, seq)
     _next_sub: int = 0
 
     # --- the subjects the model answers on ---------------------------------------------------
@@ -82,10 +83,14 @@ class StreamingServerModel:
         )
 
     def listen_subjects(self) -> list[str]:
-        """Subjects to subscribe to on the NATS server (grows as subscriptions add ack inboxes)."""
-        fixed = [self.discover_subject, self._subject("pub") + ".>"]
-        fixed += [self._subject(k) for k in ("sub", "unsub", "close", "subclose", "ping")]
-        return fixed + list(self.subscriptions)
+        """The subjects to subscribe to on the NATS server (ack inboxes share one wildcard)."""
+        kinds = ("sub", "unsub", "close", "subclose", "ping")
+        return [
+            self.discover_subject,
+            self._subject("pub") + ".>",
+            self._subject("ack") + ".>",
+            *(self._subject(k) for k in kinds),
+        ]
 
     # --- handling ------------------------------------------------------------------------------
 
@@ -147,7 +152,7 @@ class StreamingServerModel:
         out = self._answer(reply, pb.PubAck(guid=msg.guid))
         for sub in self.subscriptions.values():
             if sub.subject == msg.subject:  # streaming has no wildcards (streaming-protocol.txt)
-                out.append(_deliver(sub, stored))
+                out.append(self._deliver(sub, stored))
         return out
 
     def _subscribe(
@@ -163,7 +168,7 @@ class StreamingServerModel:
         self.subscriptions[ack_inbox] = sub
         out = self._answer(reply, pb.SubscriptionResponse(ack_inbox=ack_inbox))
         backlog = replay(self.channels.get(req.subject, []), req, now_ns)
-        return out + [_deliver(sub, stored) for stored in backlog]
+        return out + [self._deliver(sub, stored) for stored in backlog]
 
     def _unsubscribe(self, req: pb.Message | DecodeError) -> pb.SubscriptionResponse:
         if isinstance(req, pb.UnsubscribeRequest):
@@ -182,6 +187,10 @@ class StreamingServerModel:
                 del self.subscriptions[ack_inbox]
         return pb.CloseResponse()
 
+    def _deliver(self, sub: _Subscription, stored: Stored) -> Outbound:
+        self.delivered.append((sub.inbox, stored.sequence))
+        return _message(sub, stored)
+
 
 def replay(channel: list[Stored], req: pb.SubscriptionRequest, now_ns: int) -> list[Stored]:
     """Stored messages a new subscription starts with (streaming-protocol.txt, StartPosition)."""
@@ -197,7 +206,7 @@ def replay(channel: list[Stored], req: pb.SubscriptionRequest, now_ns: int) -> l
     return []  # NewOnly, and unknown positions
 
 
-def _deliver(sub: _Subscription, stored: Stored) -> Outbound:
+def _message(sub: _Subscription, stored: Stored) -> Outbound:
     proto = pb.MsgProto(
         sequence=stored.sequence,
         subject=stored.subject,
