@@ -1,0 +1,63 @@
+"use strict";
+// nats-conformance-driver/1 for `@nats-io/transport-node` (the nats.js v3 line). The name
+// checks live in the line's sibling packages (@nats-io/jetstream, kv, obj), kept at their
+// pinned version whatever LIBRARY_VERSION says. The build copies the shared loop
+// (../nats.js/driver-core.js) beside this file.
+const path = require("node:path");
+const nats = require("@nats-io/transport-node");
+const { runDriver } = require("./driver-core");
+
+// A module of a package by file name: the v3 packages' "exports" maps hide the modules the
+// name checks are in, so they are loaded by path, next to the package's main module.
+function internal(pkg, file) {
+  return require(path.join(path.dirname(require.resolve(pkg)), file));
+}
+
+const jsutil = internal("@nats-io/jetstream", "jsutil.js");
+const kv = internal("@nats-io/kv", "kv.js");
+const objectstore = internal("@nats-io/obj", "objectstore.js");
+
+// Error classes by protocol error type; RequestError is classified by its cause.
+const { errors } = nats;
+const KIND_BY_CLASS = [
+  [errors.TimeoutError, "timeout"],
+  [errors.NoRespondersError, "no_responders"],
+  [errors.ClosedConnectionError, "connection"],
+  [errors.ConnectionError, "connection"],
+  [errors.DrainingConnectionError, "connection"],
+  [errors.InvalidArgumentError, "invalid"],
+  [errors.InvalidOperationError, "invalid"],
+  [errors.InvalidSubjectError, "invalid"],
+  [errors.AuthorizationError, "protocol"],
+  [errors.PermissionViolationError, "protocol"],
+  [errors.ProtocolError, "protocol"],
+  [errors.UserAuthenticationExpiredError, "protocol"],
+];
+
+runDriver({
+  library: "@nats-io/transport-node",
+  version: require("@nats-io/transport-node/package.json").version,
+  connect: nats.connect,
+  headers: () => nats.headers(),
+  decodeHeaders: (bytes) => nats.MsgHdrsImpl.decode(bytes),
+  errorKind: (err) => (KIND_BY_CLASS.find(([cls]) => err instanceof cls) || [null, null])[1],
+  statusEvent(status, classify) {
+    switch (status.type) {
+      case "error":
+        return { type: classify(status.error), message: status.error.message };
+      case "slowConsumer":
+        return { type: "other", message: `slow consumer: ${status.sub.getSubject()} (${status.pending} pending)` };
+      default:
+        return null;
+    }
+  },
+  // The checks the library applies before it talks to the server.
+  names: {
+    "stream-name": jsutil.validateStreamName,
+    "durable-name": jsutil.validateDurableName,
+    "consumer-name": (name) => jsutil.minValidation("name", name),
+    "kv-bucket-name": kv.validateBucket,
+    "kv-key-name": kv.validateKey,
+    "os-bucket-name": objectstore.validateBucket,
+  },
+});

@@ -1,0 +1,356 @@
+"use strict";
+// nats-conformance-driver/1 for the nats.js family: the JSON-lines loop and every command.
+// Both nats.js lines (npm `nats` 2.x and `@nats-io/transport-node` 3.x) share this file;
+// each driver.js injects what differs between them (see runDriver's `lib` argument).
+const readline = require("node:readline");
+
+const PROTOCOL = "nats-conformance-driver/1";
+// The connect options of the protocol; anything else is refused rather than ignored.
+const CONNECT_OPTIONS = new Set([
+  "name", "verbose", "pedantic", "echo", "headers", "no_responders",
+  "user", "pass", "token", "timeout_ms", "reconnect",
+]);
+
+// An error the driver itself raises (bad arguments, no connection), as opposed to the library's.
+class DriverError extends Error {
+  constructor(type, message) {
+    super(message);
+    this.type = type;
+  }
+}
+
+function write(obj) {
+  process.stdout.write(JSON.stringify(obj) + "\n");
+}
+
+function emitError(type, message) {
+  write({ event: "error", type, message });
+}
+
+function toBase64(bytes) {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+}
+
+// A private copy: Buffer.from may hand out a slice of a shared pool.
+function fromBase64(text) {
+  return new Uint8Array(Buffer.from(text, "base64"));
+}
+
+function arg(req, name, type, optional = false) {
+  const value = req[name];
+  if ((value === undefined || value === null) && optional) {
+    return null;
+  }
+  if (typeof value !== type) {
+    throw new DriverError("invalid", `argument '${name}' must be a ${type}`);
+  }
+  return value;
+}
+
+// Headers as the library's MsgHdrs presents them: keys in its iteration order, each key's
+// values in order. The libraries use code 0 / description "" for "no status line".
+function headerView(h) {
+  if (!h) {
+    return { status: null, description: null, headers: null };
+  }
+  const headers = [];
+  for (const [key, values] of h) {
+    for (const value of values) {
+      headers.push([key, value]);
+    }
+  }
+  return {
+    status: h.code > 0 ? h.code : null,
+    description: h.description !== "" ? h.description : null,
+    headers,
+  };
+}
+
+function messageView(msg) {
+  const view = headerView(msg.headers);
+  return {
+    subject: msg.subject,
+    reply: msg.reply ? msg.reply : null,
+    headers: view.headers,
+    status: view.status,
+    description: view.description,
+    payload_b64: toBase64(msg.data),
+  };
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  const expired = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new DriverError("timeout", `${what} timed out after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Run the driver loop until `exit` or EOF.
+ *
+ * lib: {
+ *   library, version: package name and the version actually loaded,
+ *   connect(opts): the library's connect,
+ *   headers(): a new empty MsgHdrs, decodeHeaders(bytes): the library's header parser,
+ *   errorKind(err): a protocol error type for one error object, or null if it cannot tell,
+ *   statusEvent(status, classify): {type, message} for an nc.status() entry worth reporting,
+ *     else null (classify(err) gives the protocol error type of a library error),
+ *   names: {production: validator that throws on an invalid name},
+ * }
+ */
+function runDriver(lib) {
+  let nc = null;
+  let nextSub = 1;
+  const subs = new Map();
+
+  // The error type for err: the first of err and its causes the library lets us classify.
+  function classify(err) {
+    if (err instanceof DriverError) {
+      return err.type;
+    }
+    for (let e = err; e; e = e.cause) {
+      const kind = lib.errorKind(e);
+      if (kind) {
+        return kind;
+      }
+    }
+    return "other";
+  }
+
+  function makeHeaders(pairs) {
+    if (pairs === null || pairs === undefined) {
+      return undefined;
+    }
+    if (!Array.isArray(pairs)) {
+      throw new DriverError("invalid", "argument 'headers' must be a list of [name, value] pairs");
+    }
+    const h = lib.headers();
+    for (const pair of pairs) {
+      if (!Array.isArray(pair) || pair.length !== 2 || !pair.every((s) => typeof s === "string")) {
+        throw new DriverError("invalid", "argument 'headers' must be a list of [name, value] string pairs");
+      }
+      h.append(pair[0], pair[1]);
+    }
+    return h;
+  }
+
+  function connection() {
+    if (!nc) {
+      throw new DriverError("connection", "not connected");
+    }
+    return nc;
+  }
+
+  function connectOptions(url, options) {
+    const opts = { servers: url, reconnect: options.reconnect === true };
+    for (const key of Object.keys(options)) {
+      if (!CONNECT_OPTIONS.has(key)) {
+        throw new DriverError("unsupported", `connect option '${key}' is not supported`);
+      }
+    }
+    // Both lines switch headers and no_responders on from the server's INFO; no option turns them off.
+    for (const key of ["headers", "no_responders"]) {
+      if (options[key] === false) {
+        throw new DriverError("unsupported", `${lib.library} has no option to turn '${key}' off`);
+      }
+    }
+    const direct = {
+      name: "name", verbose: "verbose", pedantic: "pedantic",
+      user: "user", pass: "pass", token: "token", timeout_ms: "timeout",
+    };
+    for (const [key, name] of Object.entries(direct)) {
+      if (options[key] !== undefined && options[key] !== null) {
+        opts[name] = options[key];
+      }
+    }
+    if (options.echo === false) {
+      opts.noEcho = true;
+    }
+    return opts;
+  }
+
+  async function watch(conn) {
+    conn.closed().then((err) => {
+      if (err) {
+        emitError(classify(err), err.message);
+      }
+      write({ event: "closed" });
+    });
+    for await (const status of conn.status()) {
+      process.stderr.write(`status: ${JSON.stringify(status, (k, v) => (k === "sub" ? undefined : v))}\n`);
+      const event = lib.statusEvent(status, classify);
+      if (event) {
+        emitError(event.type, event.message);
+      }
+    }
+  }
+
+  const commands = {
+    hello: () => ({
+      protocol: PROTOCOL,
+      library: lib.library,
+      version: lib.version,
+      language: `JavaScript (Node.js ${process.version})`,
+    }),
+
+    async connect(req) {
+      const url = arg(req, "url", "string");
+      const options = arg(req, "options", "object", true) || {};
+      const opts = connectOptions(url, options);
+      if (nc && !nc.isClosed()) {
+        await nc.close();
+      }
+      nc = null;
+      subs.clear();
+      nc = await lib.connect(opts);
+      watch(nc).catch((err) => process.stderr.write(`status watch: ${err}\n`));
+      return {};
+    },
+
+    publish(req) {
+      const subject = arg(req, "subject", "string");
+      const reply = arg(req, "reply", "string", true);
+      const payload = fromBase64(arg(req, "payload_b64", "string"));
+      const options = { headers: makeHeaders(req.headers) };
+      if (reply !== null) {
+        options.reply = reply;
+      }
+      connection().publish(subject, payload, options);
+      return {};
+    },
+
+    subscribe(req) {
+      const subject = arg(req, "subject", "string");
+      const queue = arg(req, "queue", "string", true);
+      const handle = `s${nextSub++}`;
+      const opts = {
+        callback: (err, msg) => {
+          if (err) {
+            emitError(classify(err), err.message);
+          } else {
+            write({ event: "message", sub: handle, ...messageView(msg) });
+          }
+        },
+      };
+      if (queue !== null) {
+        opts.queue = queue;
+      }
+      subs.set(handle, connection().subscribe(subject, opts));
+      return { sub: handle };
+    },
+
+    unsubscribe(req) {
+      const handle = arg(req, "sub", "string");
+      const max = arg(req, "max", "number", true);
+      const sub = subs.get(handle);
+      if (!sub) {
+        throw new DriverError("invalid", `unknown subscription '${handle}'`);
+      }
+      sub.unsubscribe(max === null ? undefined : max);
+      return {};
+    },
+
+    async request(req) {
+      const subject = arg(req, "subject", "string");
+      const payload = fromBase64(arg(req, "payload_b64", "string"));
+      const timeout = arg(req, "timeout_ms", "number");
+      const msg = await connection().request(subject, payload, { timeout, headers: makeHeaders(req.headers) });
+      return { message: messageView(msg) };
+    },
+
+    async flush(req) {
+      const timeout = arg(req, "timeout_ms", "number");
+      await withTimeout(connection().flush(), timeout, "flush");
+      return {};
+    },
+
+    async close(req) {
+      const conn = connection();
+      if (req.drain === true) {
+        await conn.drain();
+      } else {
+        await conn.close();
+      }
+      return {};
+    },
+
+    decode_headers(req) {
+      const h = lib.decodeHeaders(fromBase64(arg(req, "block_b64", "string")));
+      return headerView(h);
+    },
+
+    encode_headers(req) {
+      const h = makeHeaders(arg(req, "headers", "object"));
+      return { block_b64: toBase64(h.encode()) };
+    },
+
+    validate_subject() {
+      throw new DriverError("unsupported", `${lib.library} exposes no subject validation`);
+    },
+
+    validate_name(req) {
+      const production = arg(req, "production", "string");
+      const name = arg(req, "name", "string");
+      const validate = lib.names[production];
+      if (!validate) {
+        throw new DriverError("unsupported", `${lib.library} exposes no validation for '${production}'`);
+      }
+      try {
+        validate(name);
+      } catch (err) {
+        process.stderr.write(`validate_name ${production} ${JSON.stringify(name)}: ${err.message}\n`);
+        return { valid: false };
+      }
+      return { valid: true };
+    },
+
+    exit: () => ({}),
+  };
+
+  function failure(id, type, message) {
+    return { response: { id, ok: false, error: { type, message } }, exit: false };
+  }
+
+  // The response to one request line, and whether the driver exits after writing it.
+  async function handle(line) {
+    let req;
+    try {
+      req = JSON.parse(line);
+    } catch (err) {
+      return failure(null, "invalid", `malformed request: ${err.message}`);
+    }
+    const isObject = req !== null && typeof req === "object" && !Array.isArray(req);
+    if (!isObject || !Number.isInteger(req.id) || typeof req.cmd !== "string") {
+      const id = req && Number.isInteger(req.id) ? req.id : null;
+      return failure(id, "invalid", "a request is an object with an integer 'id' and a string 'cmd'");
+    }
+    const command = Object.hasOwn(commands, req.cmd) ? commands[req.cmd] : null;
+    if (!command) {
+      return failure(req.id, "unsupported", `unknown command '${req.cmd}'`);
+    }
+    try {
+      return { response: { id: req.id, ok: true, result: await command(req) }, exit: req.cmd === "exit" };
+    } catch (err) {
+      return failure(req.id, classify(err), String(err && err.message));
+    }
+  }
+
+  // A library error thrown outside any request becomes an error event, never a crash.
+  process.on("uncaughtException", (err) => emitError(classify(err), String(err && err.message)));
+  process.on("unhandledRejection", (err) => emitError(classify(err), String(err && err.message)));
+
+  (async () => {
+    const lines = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+    for await (const line of lines) {
+      const { response, exit } = await handle(line);
+      write(response);
+      if (exit) {
+        break;
+      }
+    }
+    process.stdout.write("", () => process.exit(0));
+  })();
+}
+
+module.exports = { runDriver };

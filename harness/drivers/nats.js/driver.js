@@ -1,0 +1,64 @@
+"use strict";
+// nats-conformance-driver/1 for npm `nats` (the nats.js v2 line).
+// The package has no "exports" map, so its internal modules are reachable by path.
+const nats = require("nats");
+const jsutil = require("nats/lib/jetstream/jsutil");
+const kv = require("nats/lib/jetstream/kv");
+const { runDriver } = require("./driver-core");
+
+// NatsError codes (nats.ErrorCode) by protocol error type.
+const KIND_BY_CODE = new Map(Object.entries({
+  TIMEOUT: "timeout",
+  503: "no_responders",
+  CONNECTION_CLOSED: "connection",
+  CONNECTION_DRAINING: "connection",
+  CONNECTION_REFUSED: "connection",
+  CONNECTION_TIMEOUT: "connection",
+  DISCONNECT: "connection",
+  BAD_AUTHENTICATION: "invalid",
+  BAD_CREDS: "invalid",
+  BAD_HEADER: "invalid",
+  BAD_JSON: "invalid",
+  BAD_PAYLOAD: "invalid",
+  BAD_SUBJECT: "invalid",
+  INVALID_OPTION: "invalid",
+  INVALID_PAYLOAD: "invalid",
+  MAX_PAYLOAD_EXCEEDED: "invalid",
+  SERVER_OPT_NA: "invalid",
+  ACCOUNT_EXPIRED: "protocol",
+  AUTHENTICATION_EXPIRED: "protocol",
+  AUTHENTICATION_TIMEOUT: "protocol",
+  AUTHORIZATION_VIOLATION: "protocol",
+  NATS_PROTOCOL_ERR: "protocol",
+  PERMISSIONS_VIOLATION: "protocol",
+}));
+
+runDriver({
+  library: "nats",
+  version: require("nats/package.json").version,
+  connect: nats.connect,
+  headers: () => nats.headers(),
+  decodeHeaders: (bytes) => nats.MsgHdrsImpl.decode(bytes),
+  errorKind: (err) => (err instanceof nats.NatsError ? KIND_BY_CODE.get(err.code) || null : null),
+  // v2 reports a server -ERR on nc.status() by its code alone (no text), plus the operation
+  // and subject of a permissions violation.
+  statusEvent(status) {
+    if (status.type !== nats.Events.Error) {
+      return null;
+    }
+    const context = status.permissionContext;
+    return {
+      type: KIND_BY_CODE.get(status.data) || "other",
+      message: context ? `${status.data}: ${context.operation} ${JSON.stringify(context.subject)}` : String(status.data),
+    };
+  },
+  // The checks the library applies before it talks to the server.
+  names: {
+    "stream-name": jsutil.validateStreamName,
+    "durable-name": jsutil.validateDurableName,
+    "consumer-name": (name) => jsutil.minValidation("name", name),
+    "kv-bucket-name": kv.validateBucket,
+    "kv-key-name": kv.validateKey,
+    "os-bucket-name": kv.validateBucket,
+  },
+});

@@ -1,0 +1,28 @@
+#!/bin/sh
+# Shared by the nats.js drivers' build.sh: installs a driver and its npm packages into OUT_DIR.
+# usage: npm-build.sh SOURCE_DIR OUT_DIR VERSION PACKAGE...
+# Every PACKAGE is installed at exactly VERSION; the driver's package.json and package-lock.json
+# pin the rest (npm re-resolves in OUT_DIR when VERSION is not the one in the lock).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$1" && pwd)
+mkdir -p "$2"
+out=$(cd "$2" && pwd)
+version=$3
+shift 3
+
+cp "$here/driver-core.js" "$src/driver.js" "$src/package.json" "$src/package-lock.json" "$out/"
+specs=""
+for package in "$@"; do
+    specs="$specs $package@$version"
+done
+cd "$out"
+# shellcheck disable=SC2086  # one word per package spec
+npm install --no-audit --no-fund --save-exact $specs >&2
+
+node=$(command -v node)
+cat > run <<RUN
+#!/bin/sh
+exec "$node" "$out/driver.js" "\$@"
+RUN
+chmod +x run
