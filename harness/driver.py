@@ -1,0 +1,546 @@
+"""Talk to a client-library driver: a child process speaking nats-conformance-driver/1.
+
+The protocol (harness/drivers/protocol.schema.json, harness/drivers/README.md) is JSON lines:
+requests on the driver's stdin, responses and events on its stdout, free-form log on stderr.
+This module adds what makes a misbehaving driver harmless: every wait has a deadline, every read a
+size limit, every line from the driver is checked against the schema, and a driver that crashes,
+hangs or writes garbage becomes a DriverError that says which, with the end of its stderr.
+Drivers run in their own process group and die with the harness (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import io
+import json
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+
+from harness.targets import _SPAWNER, STOP_GRACE
+
+PROTOCOL = "nats-conformance-driver/1"
+SCHEMA_PATH = Path(__file__).resolve().parent / "drivers" / "protocol.schema.json"
+MAX_LINE = 64 << 20  # bytes in one line from the driver (a 32 MiB payload, base64, fits)
+MAX_PENDING_EVENTS = 100_000  # unread events before a driver counts as flooding the harness
+STDERR_KEPT = 64 << 10  # bytes of stderr kept for error messages
+STDERR_TAIL_LINES = 20  # lines of stderr an error message shows
+TRANSCRIPT_LIMIT = 20_000  # lines a transcript keeps; later ones are counted, not kept
+TRANSCRIPT_KEPT = 4096  # characters of one line a transcript keeps
+TEXT_SHOWN = 300  # characters of one line Transcript.text() shows
+EXIT_GRACE = 2.0  # seconds a driver has to exit after `exit` and EOF, before SIGTERM
+CLOSE_WRITE_TIMEOUT = 1.0  # seconds close() spends sending `exit`
+READER_JOIN = 2.0  # seconds close() waits for the reader threads after the process is gone
+
+Direction = Literal["send", "recv", "stderr", "note"]
+_MARKS: dict[str, str] = {"send": ">", "recv": "<", "stderr": "!", "note": "#"}
+
+
+class DriverError(Exception):
+    """The driver crashed, hung or broke the protocol; str(e) says which, with its stderr's end."""
+
+
+@dataclass
+class DriverReply:
+    ok: bool
+    result: dict[str, Any]
+    error_type: str | None
+    error_message: str | None
+
+
+@dataclass(frozen=True)
+class TranscriptLine:
+    at: float  # seconds since the driver was started
+    direction: Direction
+    text: str  # the line (cut to TRANSCRIPT_KEPT characters)
+    size: int  # its full length in characters
+
+
+@dataclass
+class Transcript:
+    """Every line both ways (and stderr, and notes such as the exit status), with times."""
+
+    lines: list[TranscriptLine] = field(default_factory=list)
+    dropped: int = 0
+    started: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, direction: Direction, text: str) -> None:
+        line = TranscriptLine(
+            time.monotonic() - self.started, direction, text[:TRANSCRIPT_KEPT], len(text)
+        )
+        with self._lock:
+            if len(self.lines) < TRANSCRIPT_LIMIT:
+                self.lines.append(line)
+            else:
+                self.dropped += 1
+
+    def text(self) -> str:
+        """One line per entry: time in ms, direction (> sent, < received, ! stderr, # note)."""
+        with self._lock:
+            lines, dropped = list(self.lines), self.dropped
+        shown = []
+        for line in lines:
+            text = line.text[:TEXT_SHOWN]
+            if line.size > TEXT_SHOWN:
+                text += f"... ({line.size} characters in all)"
+            shown.append(f"  +{line.at * 1000:.1f}ms {_MARKS[line.direction]} {text}")
+        if dropped:
+            shown.append(f"  ... {dropped} more lines not kept")
+        return "\n".join(shown)
+
+
+@cache
+def protocol_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+    return schema
+
+
+@cache
+def _validator(pointer: str) -> Any:
+    """A validator for the schema's definition at ``pointer`` (e.g. "commands/flush/result")."""
+    root = {key: value for key, value in protocol_schema().items() if key != "oneOf"}
+    return jsonschema.Draft202012Validator({**root, "$ref": f"#/$defs/{pointer}"})
+
+
+def commands() -> list[str]:
+    """The commands nats-conformance-driver/1 names."""
+    return sorted(protocol_schema()["$defs"]["commands"])
+
+
+def schema_problem(value: Any, pointer: str) -> str | None:
+    """Why ``value`` does not match the schema's definition at ``pointer`` (its most relevant
+    errors, at most three); None when it does."""
+    errors = sorted(_validator(pointer).iter_errors(value), key=jsonschema.exceptions.relevance)
+    reasons: list[str] = []
+    for error in errors:
+        where = "/".join(str(part) for part in error.absolute_path)
+        reason = f"{error.message} (at /{where})" if where else error.message
+        if reason not in reasons:
+            reasons.append(reason)
+    return "; ".join(reasons[:3]) or None
+
+
+def _describe_status(status: int) -> str:
+    if status < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-status).name}"
+        return f"was killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+_OPEN: weakref.WeakSet[DriverProcess] = weakref.WeakSet()
+
+
+class DriverProcess:
+    """One running driver. ``call`` sends a request and returns its reply; ``events`` returns
+    the events that arrived (in order, each once); ``close`` stops the driver for good."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        name: str,
+        transcript: Transcript,
+        cleanup: Callable[[], None] | None,
+    ) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+        self.name = name
+        self.transcript = transcript
+        self._cleanup = cleanup
+        self._cond = threading.Condition()
+        self._responses: collections.deque[dict[str, Any]] = collections.deque()
+        self._events: collections.deque[dict[str, Any]] = collections.deque()
+        self._problem: str | None = None  # why the driver can no longer be trusted
+        self._eof = False  # its stdout closed
+        self._stderr = bytearray()
+        self._stderr_done = threading.Event()
+        self._call_lock = threading.Lock()
+        self._next_id = 1
+        self._closed = False
+        assert proc.stdin is not None
+        self._stdin = proc.stdin.fileno()
+        os.set_blocking(self._stdin, False)  # writes wait in poll, with a deadline
+        self._readers = [
+            threading.Thread(target=self._read_stdout, name=f"{name}-stdout", daemon=True),
+            threading.Thread(target=self._read_stderr, name=f"{name}-stderr", daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+        _OPEN.add(self)
+
+    @classmethod
+    def start(
+        cls,
+        cmd: list[str],
+        *,
+        cwd: str | Path | None = None,
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+        cleanup: Callable[[], None] | None = None,
+    ) -> DriverProcess:
+        """Start ``cmd`` as a driver. ``cleanup`` runs after the process is gone (e.g. removing
+        a container the process ran)."""
+        label = name or Path(cmd[0]).name
+        transcript = Transcript()
+        try:
+            proc = _SPAWNER.popen(
+                list(cmd),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                bufsize=0,
+                close_fds=True,
+                start_new_session=True,  # its own process group: close() stops the whole group
+            )
+        except OSError as exc:
+            if cleanup is not None:
+                cleanup()
+            raise DriverError(f"driver {label}: cannot start {cmd[0]}: {exc}") from None
+        transcript.add("note", f"started pid {proc.pid}: {' '.join(cmd)}")
+        return cls(proc, label, transcript, cleanup)
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def _read_stdout(self) -> None:
+        assert self._proc.stdout is not None
+        stream = io.BufferedReader(self._proc.stdout, 1 << 16)  # readline without byte reads
+        number = 0
+        skipping = False  # inside an overlong line: drop the rest of it
+        try:
+            while line := stream.readline(MAX_LINE + 1):
+                if skipping:
+                    skipping = not line.endswith(b"\n")
+                    continue
+                number += 1
+                if not line.endswith(b"\n") and len(line) > MAX_LINE:
+                    self.transcript.add("recv", line[:TRANSCRIPT_KEPT].decode(errors="replace"))
+                    self._fail(f"wrote garbage: line {number} is longer than {MAX_LINE} bytes")
+                    skipping = True
+                    continue
+                self._take_line(number, line.removesuffix(b"\n"))
+        except (OSError, ValueError):
+            pass  # the pipe was closed under us by close()
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def _take_line(self, number: int, raw: bytes) -> None:
+        text = raw.decode("utf-8", errors="replace")
+        self.transcript.add("recv", text)
+        try:
+            message = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            self._fail(f"wrote garbage: line {number} is not JSON ({exc}): {text[:200]!r}")
+            return
+        if not isinstance(message, dict):
+            self._fail(f"wrote garbage: line {number} is not a JSON object: {text[:200]!r}")
+            return
+        kind = "event" if "event" in message else "response"
+        problem = schema_problem(message, kind)
+        if problem is not None:
+            self._fail(
+                f"wrote a line that breaks {PROTOCOL}: line {number} is no valid {kind}: "
+                f"{problem}: {text[:200]!r}"
+            )
+            return
+        with self._cond:
+            if kind == "response":
+                self._responses.append(message)
+            elif len(self._events) >= MAX_PENDING_EVENTS:
+                self._fail_locked(f"flooded the harness: more than {MAX_PENDING_EVENTS} events")
+            else:
+                self._events.append(message)
+            self._cond.notify_all()
+
+    def _read_stderr(self) -> None:
+        stream = self._proc.stderr
+        assert stream is not None
+        partial = b""
+        try:
+            while chunk := stream.read(1 << 16):  # whatever is there, up to 64 KiB
+                with self._cond:
+                    self._stderr += chunk
+                    del self._stderr[:-STDERR_KEPT]
+                *lines, partial = (partial + chunk).split(b"\n")
+                for line in lines:
+                    self.transcript.add("stderr", line.decode(errors="replace"))
+                partial = partial[-TRANSCRIPT_KEPT:]
+        except (OSError, ValueError):
+            pass
+        if partial:
+            self.transcript.add("stderr", partial.decode(errors="replace"))
+        self._stderr_done.set()
+
+    def _fail(self, problem: str) -> None:
+        with self._cond:
+            self._fail_locked(problem)
+
+    def _fail_locked(self, problem: str) -> None:
+        if self._problem is None:  # the first problem is the one to report
+            self._problem = problem
+            self.transcript.add("note", problem)
+        self._cond.notify_all()
+
+    # --- the process -----------------------------------------------------------------------------
+
+    def _status(self) -> int | None:
+        """The exit status (negative: killed by that signal) without reaping; None while it runs.
+
+        Not reaping keeps the pid (and so the process group id) reserved until close() has
+        stopped the whole group.
+        """
+        if self._proc.returncode is not None:
+            return self._proc.returncode
+        try:
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self._proc.poll()
+        if info is None:
+            return None
+        if info.si_code == os.CLD_EXITED:
+            return info.si_status
+        return -info.si_status
+
+    def _stderr_tail(self) -> str:
+        if self._status() is not None:
+            self._stderr_done.wait(0.5)  # what it wrote just before dying
+        with self._cond:
+            text = self._stderr.decode(errors="replace")
+        lines = text.rstrip("\n").splitlines()[-STDERR_TAIL_LINES:]
+        return "\n".join(lines) if lines else "(nothing)"
+
+    def _error(self, problem: str) -> DriverError:
+        tail = self._stderr_tail()
+        return DriverError(
+            f"driver {self.name} (pid {self.pid}) {problem}; its stderr ends:\n{tail}"
+        )
+
+    def _gone_error(self, doing: str) -> DriverError:
+        """The error for a driver whose stdout closed (or whose stdin broke) while ``doing``."""
+        deadline = time.monotonic() + 1.0
+        while (status := self._status()) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        what = (
+            f"closed its stdout {doing} but still runs"
+            if status is None
+            else f"crashed: {_describe_status(status)} {doing}"
+        )
+        self._fail(what)
+        return self._error(what)
+
+    # --- requests --------------------------------------------------------------------------------
+
+    def call(self, cmd: str, *, timeout: float = 5.0, **args: Any) -> DriverReply:
+        """Send one request and return its reply within ``timeout`` seconds.
+
+        A request for a command the protocol names must match its arguments (ValueError: the
+        caller's mistake); any other cmd is sent as given. DriverError when the driver crashed,
+        hung, or wrote anything that breaks the protocol (then every later call fails too).
+        """
+        with self._call_lock:
+            request_id = self._next_id
+            self._next_id += 1
+            request = {"id": request_id, "cmd": cmd, **args}
+            if cmd in commands():
+                problem = schema_problem(request, f"commands/{cmd}/request")
+                if problem is not None:
+                    raise ValueError(f"not a valid {cmd} request: {problem}")
+            line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+            what = f"{cmd!r} (id {request_id})"
+            return self._reply(cmd, self._exchange(line, request_id, what, timeout))
+
+    def call_raw(self, line: bytes, *, timeout: float = 5.0) -> DriverReply:
+        """Send one raw line (say, a malformed request) and return the reply, which must have id
+        null; DriverError otherwise."""
+        line = line.removesuffix(b"\n")
+        if b"\n" in line:
+            raise ValueError("call_raw sends one line: no newline inside")
+        with self._call_lock:
+            return self._reply(None, self._exchange(line, None, "a raw line", timeout))
+
+    def _exchange(
+        self, line: bytes, request_id: int | None, what: str, timeout: float
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        self._check_usable()
+        self.transcript.add("send", line.decode(errors="replace"))
+        self._write(line + b"\n", deadline, what)
+        with self._cond:
+            while not (self._responses or self._problem or self._eof):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self._fail_locked(f"hung: no response to {what} within {timeout:g} s")
+                    break
+                self._cond.wait(remaining)
+            response = self._responses.popleft() if self._responses else None
+            problem = self._problem
+        if problem is not None:
+            raise self._error(problem)
+        if response is None:
+            raise self._gone_error(f"before responding to {what}")
+        if response["id"] != request_id:
+            problem = f"answered id {response['id']} to {what}"
+            if not response["ok"]:
+                problem += f" ({response['error']['type']}: {response['error']['message']})"
+            self._fail(problem)
+            raise self._error(problem)
+        return response
+
+    def _reply(self, cmd: str | None, response: dict[str, Any]) -> DriverReply:
+        if not response["ok"]:
+            error = response["error"]
+            return DriverReply(False, {}, error["type"], error["message"])
+        result: dict[str, Any] = response["result"]
+        if cmd in commands():
+            problem = schema_problem(result, f"commands/{cmd}/result")
+            if problem is not None:
+                problem = f"answered {cmd!r} with a result that breaks {PROTOCOL}: {problem}"
+                self._fail(problem)
+                raise self._error(problem)
+        return DriverReply(True, result, None, None)
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise DriverError(f"driver {self.name} (pid {self.pid}) is closed")
+        with self._cond:
+            problem = self._problem
+        if problem is not None:
+            raise self._error(problem)
+
+    def _write(self, data: bytes, deadline: float, what: str) -> None:
+        """Write all of ``data`` to the driver's stdin before ``deadline`` (it may not read)."""
+        outcome = self._send(data, deadline)
+        if outcome == "timeout":
+            problem = f"hung: does not read its stdin (writing the request {what})"
+            self._fail(problem)
+            raise self._error(problem)
+        if outcome == "broken":  # EPIPE: it closed its stdin or exited
+            raise self._gone_error(f"before reading the request {what}")
+
+    def _send(self, data: bytes, deadline: float) -> Literal["sent", "timeout", "broken"]:
+        poller = select.poll()
+        poller.register(self._stdin, select.POLLOUT)
+        view = memoryview(data)
+        while view:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            try:
+                if poller.poll(remaining * 1000):
+                    view = view[os.write(self._stdin, view) :]
+            except BlockingIOError:
+                continue
+            except OSError:
+                return "broken"
+        return "sent"
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def events(self, *, timeout: float, count: int | None = None) -> list[dict[str, Any]]:
+        """The events not returned before, in order: with ``count``, the first ``count`` of them
+        as soon as they are there (fewer if ``timeout`` passes first); without, all that arrive
+        within ``timeout``. DriverError if the driver broke the protocol, or died before
+        ``count`` events came."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (count is None or len(self._events) < count) and not (self._problem or self._eof):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            problem = self._problem
+            taken = len(self._events) if count is None else min(count, len(self._events))
+            found = [self._events.popleft() for _ in range(taken)]
+            died = self._eof and count is not None and taken < count and not self._closed
+        if problem is not None:
+            raise self._error(problem)
+        if died:
+            raise self._gone_error(f"while {count} events were awaited ({taken} came)")
+        return found
+
+    # --- stopping --------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status (negative: the signal); None while it runs."""
+        return self._status()
+
+    def close(self) -> None:
+        """Stop the driver: send exit, close its stdin, wait EXIT_GRACE, then SIGTERM and SIGKILL
+        its process group; reap it and run the cleanup. Idempotent."""
+        with self._call_lock:
+            if self._closed:
+                return
+            self._closed = True
+        with self._cond:
+            usable = self._problem is None
+        if usable and self._status() is None:
+            line = json.dumps({"id": self._next_id, "cmd": "exit"}, separators=(",", ":"))
+            self.transcript.add("send", line)
+            self._send(line.encode() + b"\n", time.monotonic() + CLOSE_WRITE_TIMEOUT)
+        with contextlib.suppress(OSError):
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()  # EOF: every driver exits on it
+        self._stop_group(grace=EXIT_GRACE if usable else 0.0)
+        for reader in self._readers:
+            reader.join(READER_JOIN)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        _OPEN.discard(self)
+        if self._cleanup is not None:
+            self._cleanup()
+
+    def _stop_group(self, grace: float) -> None:
+        """Wait ``grace`` for a clean exit, else SIGTERM then SIGKILL; then SIGKILL what is left
+        of its process group (grandchildren) while the unreaped leader reserves the group id."""
+        deadline = time.monotonic() + grace
+        for sig in (None, signal.SIGTERM, signal.SIGKILL):
+            if sig is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.pid, sig)
+                deadline = time.monotonic() + STOP_GRACE
+            while self._status() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if self._status() is not None:
+                break
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        status = self._proc.wait()
+        self.transcript.add("note", _describe_status(status))
+
+    def __enter__(self) -> DriverProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DriverProcess({self.name!r}, pid={self.pid})"
+
+
+@atexit.register
+def _close_open_drivers() -> None:
+    for driver in list(_OPEN):
+        driver.close()
