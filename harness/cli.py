@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     if missing:
         print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
         return 2
-    specs = args.server or [DEFAULT_SERVER]
+    specs = args.server or ([] if args.client else [DEFAULT_SERVER])
     try:
         baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
         parsed = [targets.parse_spec(spec) for spec in specs]
@@ -76,7 +76,14 @@ def _run(args: argparse.Namespace) -> int:
         for spec in parsed:
             for case in cases:
                 print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
-        print(f"{len(cases)} cases x {len(parsed)} targets")
+        for client in args.client or []:
+            what = (
+                "streaming checks"
+                if client == STREAMING_CLIENT
+                else "fake-server and interop checks"
+            )
+            print(f"{client}\t{what}")
+        print(f"{len(cases)} cases x {len(parsed)} targets, {len(args.client or [])} clients")
         return 0
     ctx = runner.RunContext.for_vectors(paths)
     results_path = args.results or Path("out") / f"results-{ctx.run_id}.jsonl"
@@ -97,6 +104,13 @@ def _run(args: argparse.Namespace) -> int:
                 progress.finish()
                 print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
                 return 2
+        if args.client:
+            try:
+                rows += _run_clients(args.client, ctx, writer, baseline)
+            except ClientStartError as exc:
+                progress.finish()
+                print(f"nats-conformance: {exc}", file=sys.stderr)
+                return 2
     progress.finish()
     print(summary(rows))
     if args.baseline_update:
@@ -108,11 +122,43 @@ def _run(args: argparse.Namespace) -> int:
     return 1 if gate_fails(verdict for _, verdict in rows) else 0
 
 
-def _targets(args: argparse.Namespace) -> int:
-    from harness import targets
+class ClientStartError(Exception):
+    """A client spec that is wrong, or whose driver cannot be built."""
 
-    for spec, version in targets.available_targets():
+
+STREAMING_CLIENT = "client:node-nats-streaming"
+
+
+def _run_clients(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline) -> list:
+    """Fake-server checks per client, the interop matrix across them, and streaming checks."""
+    from harness import client_checks, clients, interop, streaming, targets
+
+    libraries = [spec for spec in specs if spec != STREAMING_CLIENT]
+    rows = []
+    for spec in libraries:
+        try:
+            client = clients.open_client(spec)
+            client.driver().close()  # build now: a broken build stops the run with its reason
+        except clients.ClientError as exc:
+            raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
+        try:
+            rows += client_checks.run_client_checks(client, writer, ctx)
+        finally:
+            client.close()
+    if libraries:
+        rows += interop.run_matrix(libraries, writer, ctx)
+    if STREAMING_CLIENT in specs:
+        with targets.open_target(DEFAULT_SERVER) as target:
+            rows += streaming.run_streaming_checks(target.server({}), writer, ctx)
+    return [(row, baseline.verdict(row)) for row in rows]
+
+
+def _targets(args: argparse.Namespace) -> int:
+    from harness import clients, targets
+
+    for spec, version in targets.available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
+    print(f"{STREAMING_CLIENT}\t(npm, built on first use)")
     return 0
 
 
@@ -140,6 +186,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--vectors", action="append", metavar="DIR", help="vector files or directories"
+    )
+    run.add_argument(
+        "--client",
+        action="append",
+        metavar="SPEC",
+        help="a client library (repeatable): client:LIBRARY[==VERSION], container:client:LIBRARY, "
+        f"{STREAMING_CLIENT}; see `nats-conformance targets`",
     )
     run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
     run.add_argument(

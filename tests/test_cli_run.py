@@ -40,7 +40,7 @@ def test_dry_run_lists_cases_per_target(tmp_path: Path) -> None:
                "--server", "exec:/usr/sbin/nats-server", cwd=tmp_path)  # fmt: skip
     assert run.returncode == 0
     assert f"exec:/usr/sbin/nats-server\t{FAILING_MUST}\tmust" in run.stdout
-    assert run.stdout.splitlines()[-1] == "2 cases x 2 targets"
+    assert run.stdout.splitlines()[-1] == "2 cases x 2 targets, 0 clients"
 
 
 @pytest.mark.parametrize(

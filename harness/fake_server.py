@@ -1,0 +1,467 @@
+"""A scriptable fake NATS server on 127.0.0.1, for checking client libraries.
+
+It plays the server role of the reference. It sends an INFO it controls, reads the client's bytes
+with ``conformance.protocol.Parser(Direction.CLIENT)`` (what the check script sees), and answers
+as the reference server model ``conformance.server.ServerModel`` does: +OK in verbose mode, PONG
+for PING (the script can withhold or delay it), MSG for the connection's own subscriptions, -ERR
+and a close for protocol errors (the script can turn these off). Beyond that it does what the
+check script tells it: wait for an operation (the CONNECT, a SUB and its sid), push arbitrary
+bytes at a chosen moment (split into TCP segments at given offsets, with small pauses), react to
+operations as they arrive (answer a request), close. What it sends comes from the reference
+encoder and the model, or is bytes the script wrote; there is no protocol logic here.
+
+Every wait has a deadline, every thread is joined by ``close``, and everything on the wire is
+recorded in a ``harness.wire.Transcript`` (``send``: the fake server's bytes, ``recv``: the
+client's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from conformance import protocol, server, subjects
+from harness.wire import Direction, Transcript, TranscriptEvent
+
+HOST = "127.0.0.1"
+# The client may send anything: only bytes that break the protocol are parse errors.
+CLIENT_LIMITS = protocol.Limits(max_control_line=1 << 20, max_payload=64 << 20)
+# Flood guard: a connection stops reading after this many bytes from the client.
+RECEIVE_BUDGET = 64 << 20
+CHUNK = 1 << 16
+POLL = 0.02  # how often idle threads look at the stop flag and pending PONGs
+SEND_TIMEOUT = 5.0  # seconds one send may wait for a client that does not read
+JOIN_TIMEOUT = 2.0
+PADDING_FIELD = "nats_conformance_padding"  # an INFO field no client knows, to make INFO long
+DEFAULT_INFO: dict[str, Any] = {
+    "server_id": "NATSCONFORMANCEFAKESERVER",
+    "server_name": "nats-conformance-fake",
+    "version": "2.10.0",
+    "proto": 1,
+    "go": "go1.22",
+    "host": HOST,
+    "headers": True,
+    "max_payload": protocol.DEFAULT_MAX_PAYLOAD,
+}
+
+OpT = TypeVar("OpT")
+Reaction = Callable[["FakeConnection", protocol.Event], None]
+
+
+def encode(op: protocol.Op) -> bytes:
+    """The reference encoding of ``op``; a script asking for an unencodable one is a bug."""
+    data = protocol.encode(op)
+    if isinstance(data, protocol.EncodeError):
+        raise ValueError(f"cannot encode {op!r}: {data.reason} ({data.detail})")
+    return data
+
+
+def split(data: bytes, offsets: Iterable[int]) -> list[bytes]:
+    """``data`` cut at each offset (0 < offset < len): the pieces, in order, none empty."""
+    cuts = sorted({o for o in offsets if 0 < o < len(data)})
+    return [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+
+
+@dataclass
+class Received:
+    """An event parsed from the client's bytes, with when it completed (seconds since accept)."""
+
+    at: float
+    event: protocol.Event
+
+
+@dataclass
+class FakeConnection:
+    """One client connection, driven by the check script; the reader thread runs on its own."""
+
+    sock: socket.socket
+    started: float
+    model: server.ServerModel
+    answer_pings: bool = True  # send the model's PONGs
+    pong_delay: float = 0.0  # seconds each PONG is held back
+    model_answers: bool = True  # send the model's other answers (+OK, MSG, -ERR and its close)
+    transcript: Transcript = field(default_factory=Transcript)
+    received: list[Received] = field(default_factory=list)
+    reactions: list[Reaction] = field(default_factory=list)
+    closed_by_client: bool = False  # the client closed (or reset) the connection
+    parse_error: protocol.ProtocolError | None = None
+    _closing: bool = False
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _send_lock: threading.Lock = field(default_factory=threading.Lock)
+    _pongs_due: list[float] = field(default_factory=list)
+    _parser: protocol.Parser = field(
+        default_factory=lambda: protocol.Parser(protocol.Direction.CLIENT, limits=CLIENT_LIMITS)
+    )
+    _thread: threading.Thread | None = None
+
+    # --- recording ---------------------------------------------------------------------------
+
+    def _record(self, direction: Direction, data: bytes) -> None:
+        with self._changed:
+            self.transcript.events.append(
+                TranscriptEvent(time.monotonic() - self.started, direction, data)
+            )
+
+    def note(self, text: str) -> None:
+        self._record("note", text.encode())
+
+    # --- sending -----------------------------------------------------------------------------
+
+    def send(self, data: bytes, *, split_at: Iterable[int] = (), pause: float = 0.005) -> bool:
+        """Send ``data``, as separate writes cut at ``split_at`` with ``pause`` s between them.
+
+        With TCP_NODELAY each write leaves as its own segment. Nothing else (no automatic PONG)
+        is sent between the pieces. False (and a note) when the client does not take the bytes.
+        """
+        pieces = split(data, split_at)
+        with self._send_lock:
+            for i, piece in enumerate(pieces):
+                if i:
+                    time.sleep(pause)
+                self._record("send", piece)
+                try:
+                    self.sock.sendall(piece)
+                except OSError as exc:  # the client closed or reset, or stopped reading
+                    self.note(f"send failed: {exc.strerror or exc}")
+                    return False
+        return True
+
+    def send_op(self, op: protocol.Op, *, split_at: Iterable[int] = ()) -> bool:
+        return self.send(encode(op), split_at=split_at)
+
+    # --- waiting for the client ----------------------------------------------------------------
+
+    def events(self) -> list[protocol.Event]:
+        with self._changed:
+            return [r.event for r in self.received]
+
+    def ops(self, kind: type[OpT]) -> list[OpT]:
+        """Every operation of type ``kind`` the client has sent so far, in order."""
+        return [e for e in self.events() if isinstance(e, kind)]
+
+    def wait_for(
+        self,
+        kind: type[OpT],
+        *,
+        timeout: float,
+        match: Callable[[OpT], bool] = lambda op: True,
+        after: int = 0,
+    ) -> OpT | None:
+        """The first operation of type ``kind`` matching ``match`` among the client's operations
+        from index ``after`` on, waiting up to ``timeout`` s; None when none came (or the client
+        closed, or its bytes stopped parsing)."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for r in self.received[after:]:
+                    if isinstance(r.event, kind) and match(r.event):
+                        return r.event
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._finished():
+                    return None
+                self._changed.wait(remaining)
+
+    def wait_connect(self, *, timeout: float) -> protocol.Connect | None:
+        return self.wait_for(protocol.Connect, timeout=timeout)
+
+    def received_bytes(self) -> bytes:
+        """Everything the client sent so far, as one byte string."""
+        with self._changed:
+            return b"".join(e.data for e in self.transcript.events if e.direction == "recv")
+
+    def count(self) -> int:
+        """How many events the client's bytes gave so far (an ``after`` for ``wait_for``)."""
+        with self._changed:
+            return len(self.received)
+
+    def wait_closed(self, *, timeout: float) -> bool:
+        """Whether the client closes the connection within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not self.closed_by_client:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closing:
+                    break
+                self._changed.wait(remaining)
+            return self.closed_by_client
+
+    def _finished(self) -> bool:
+        return self.closed_by_client or self._closing or self.parse_error is not None
+
+    def sid_for(self, subject: str) -> str | None:
+        """The sid of the client's latest subscription whose subject matches ``subject``."""
+        subs = [s for s in self.ops(protocol.Sub) if subjects.matches(s.subject, subject)]
+        return subs[-1].sid if subs else None
+
+    # --- the reader thread ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._read, name="fake-nats-conn", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        budget = RECEIVE_BUDGET
+        while not self._closing and budget > 0:
+            self._send_due_pongs()
+            try:
+                # Wait with select: the socket's own timeout bounds the script's sends.
+                readable, _, _ = select.select([self.sock], [], [], self._next_wait())
+                if not readable:
+                    continue
+                data = self.sock.recv(CHUNK)
+            except (OSError, ValueError) as exc:  # ValueError: the socket was closed under us
+                if not self._closing:
+                    self._client_closed(f"connection lost: {getattr(exc, 'strerror', None) or exc}")
+                return
+            if not data:
+                if not self._closing:  # not the fake server's own shutdown
+                    self._client_closed("connection closed by the client")
+                return
+            self._record("recv", data)
+            budget -= len(data)
+            events = self._parser.feed(data)
+            self._keep(events)
+            if self._answer(self.model.receive(data)):
+                return
+            for event in events:
+                for react in list(self.reactions):
+                    try:
+                        react(self, event)
+                    except Exception as exc:  # a script's bug must not end the reading
+                        self.note(f"reaction {react!r} raised {type(exc).__name__}: {exc}")
+        if budget <= 0:
+            self.note(f"stopped reading after {RECEIVE_BUDGET} bytes (flood guard)")
+
+    def _next_wait(self) -> float:
+        if not self._pongs_due:
+            return POLL
+        return min(POLL, max(self._pongs_due[0] - time.monotonic(), 0.001))
+
+    def _keep(self, events: list[protocol.Event]) -> None:
+        """Record what the client's bytes gave, for the script's waits."""
+        with self._changed:
+            for event in events:
+                self.received.append(Received(time.monotonic() - self.started, event))
+                if isinstance(event, protocol.ProtocolError) and self.parse_error is None:
+                    self.parse_error = event
+            self._changed.notify_all()
+        for event in events:
+            if isinstance(event, protocol.ProtocolError):
+                self.note(f"the client's bytes break the protocol: {event.reason} ({event.detail})")
+
+    def _answer(self, answers: list[protocol.Op]) -> bool:
+        """Send the model's answers as scripted, in order (a delayed PONG goes later); True when
+        the model closed the connection and the fake server did too."""
+        out = []
+        for op in answers:
+            if isinstance(op, protocol.Pong):
+                if not self.answer_pings:
+                    continue
+                if self.pong_delay > 0:
+                    self._pongs_due.append(time.monotonic() + self.pong_delay)
+                    continue
+            elif not self.model_answers:
+                continue
+            out.append(encode(op))
+        if out:
+            self.send(b"".join(out))
+        if self.model.closed and self.model_answers:
+            self.note("the reference server model closes the connection")
+            self._shut()
+            return True
+        return False
+
+    def _send_due_pongs(self) -> None:
+        now = time.monotonic()
+        due = [t for t in self._pongs_due if t <= now]
+        if due:
+            self._pongs_due = [t for t in self._pongs_due if t > now]
+            self.send(encode(protocol.Pong()) * len(due))
+
+    def _client_closed(self, how: str) -> None:
+        self._record("close", how.encode())
+        if self._parser.incomplete:
+            self.note("the connection ended inside an operation")
+        with self._changed:
+            self.closed_by_client = True
+            self._changed.notify_all()
+
+    # --- closing -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection from the server side and join the reader thread."""
+        self._shut()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(JOIN_TIMEOUT)
+        self.sock.close()
+
+    def _shut(self) -> None:
+        with self._changed:
+            already = self._closing
+            self._closing = True
+            self._changed.notify_all()
+        if not already and not self.closed_by_client:
+            self._record("close", b"connection closed by the fake server")
+        with contextlib.suppress(OSError):  # already closed by the client
+            self.sock.shutdown(socket.SHUT_RDWR)
+
+
+class FakeServer:
+    """Listens on 127.0.0.1 (a free port); every connection gets the INFO at once, then waits
+    for the check script. Use as a context manager: ``close`` ends every connection and thread."""
+
+    def __init__(
+        self,
+        *,
+        info: Mapping[str, Any] | None = None,
+        info_bytes: bytes | None = None,
+        info_size: int = 0,
+        answer_pings: bool = True,
+        pong_delay: float = 0.0,
+        model_answers: bool = True,
+        reactions: Iterable[Reaction] = (),
+    ) -> None:
+        """``info`` is merged over ``DEFAULT_INFO`` (a None value removes a key); ``info_size``
+        pads the INFO line to at least that many bytes with a filler field; ``info_bytes``
+        replaces the INFO line altogether (a broken one). ``answer_pings``, ``pong_delay``,
+        ``model_answers`` and ``reactions`` are each connection's initial settings."""
+        self._listener = socket.create_server((HOST, 0))
+        self._listener.settimeout(POLL)
+        self.port: int = self._listener.getsockname()[1]
+        merged = {**DEFAULT_INFO, "port": self.port, **(info or {})}
+        self.info = {k: v for k, v in merged.items() if v is not None}
+        self._info_bytes = info_bytes
+        self._info_size = info_size
+        self._answer_pings = answer_pings
+        self._pong_delay = pong_delay
+        self._model_answers = model_answers
+        self._reactions = list(reactions)
+        self._stop = threading.Event()
+        self._accepted = threading.Condition()
+        self.connections: list[FakeConnection] = []
+        self._handed_out = 0
+        self._thread = threading.Thread(target=self._accept, name="fake-nats-accept", daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"nats://{HOST}:{self.port}"
+
+    def info_line(self) -> bytes:
+        if self._info_bytes is not None:
+            return self._info_bytes
+        return padded_info(self.info, self._info_size)
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                sock, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.settimeout(SEND_TIMEOUT)
+            conn = FakeConnection(
+                sock,
+                time.monotonic(),
+                self._model(),
+                answer_pings=self._answer_pings,
+                pong_delay=self._pong_delay,
+                model_answers=self._model_answers,
+                reactions=list(self._reactions),
+            )
+            conn.send(self.info_line())
+            conn.start()
+            with self._accepted:
+                if not self._stop.is_set():  # else close() has taken its list already
+                    self.connections.append(conn)
+                    self._accepted.notify_all()
+                    continue
+            conn.close()
+            return
+
+    def _model(self) -> server.ServerModel:
+        """The reference server for one connection: the INFO's max_payload; no authentication
+        (a script sets auth_required in INFO to see credentials, not to refuse them)."""
+        max_payload = self.info.get("max_payload", protocol.DEFAULT_MAX_PAYLOAD)
+        return server.ServerModel(
+            server.ServerConfig(
+                max_control_line=CLIENT_LIMITS.max_control_line,
+                max_payload=max_payload
+                if isinstance(max_payload, int)
+                else CLIENT_LIMITS.max_payload,
+            )
+        )
+
+    def accept(self, *, timeout: float) -> FakeConnection | None:
+        """The next connection not handed out yet, waiting up to ``timeout`` s for it."""
+        deadline = time.monotonic() + timeout
+        with self._accepted:
+            while len(self.connections) <= self._handed_out:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stop.is_set():
+                    return None
+                self._accepted.wait(remaining)
+            conn = self.connections[self._handed_out]
+            self._handed_out += 1
+            return conn
+
+    def transcript_text(self) -> str:
+        """Every connection's transcript, one block each."""
+        blocks = []
+        for i, conn in enumerate(list(self.connections)):
+            blocks.append(f"connection {i + 1}:\n{conn.transcript.text()}")
+        return "\n".join(blocks)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(JOIN_TIMEOUT)
+        with self._accepted:
+            conns = list(self.connections)
+            self._accepted.notify_all()
+        for conn in conns:
+            conn.close()
+
+    def __enter__(self) -> FakeServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- server operations a script sends (all through the reference encoder) ----------------------
+
+
+def info_op(options: Mapping[str, Any]) -> bytes:
+    return encode(protocol.Info(dict(options)))
+
+
+def err_op(text: str) -> bytes:
+    """``-ERR '<text>'``, quoted as client-protocol.txt writes every error."""
+    return encode(protocol.Err(f"'{text}'"))
+
+
+def msg_op(subject: str, sid: str, payload: bytes, reply: str | None = None) -> bytes:
+    return encode(protocol.Msg(subject, sid, reply, payload))
+
+
+def hmsg_op(
+    subject: str, sid: str, block: bytes, payload: bytes, reply: str | None = None
+) -> bytes:
+    return encode(protocol.HMsg(subject, sid, reply, block, payload))
+
+
+def padded_info(options: Mapping[str, Any], size: int = 0) -> bytes:
+    """An INFO line of at least ``size`` bytes: ``options``, plus a filler field when short."""
+    line = info_op(options)
+    if len(line) >= size:
+        return line
+    return info_op({**options, PADDING_FIELD: "x" * (size - len(line))})
