@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import sys
 import threading
@@ -45,7 +46,8 @@ SPECS = [
         if LIBRARIES[spec.removeprefix("client:")].container is not None
     ),
 ]
-MUST_BUILD = {"client:nats-py", "client:nats-py==2.10.0"}
+# In CI (which installs every toolchain) every driver must build: a skip there would hide it.
+MUST_BUILD = set(SPECS) if os.environ.get("CI") else {"client:nats-py", "client:nats-py==2.10.0"}
 # Libraries whose API holds one value per header name (a dict): the last value received wins.
 ONE_VALUE_PER_NAME = {"nats-py"}
 PAYLOAD = bytes(range(256)) + b"\r\nMSG x 1 2\r\n\x00"  # every byte value, and protocol look-alikes
