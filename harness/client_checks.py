@@ -35,7 +35,7 @@ from harness.fake_server import (
     info_op,
     msg_op,
 )
-from harness.results import ResultRow, ResultsWriter, now
+from harness.results import ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
     from harness.clients import ClientTarget
@@ -1651,11 +1651,7 @@ def run_client_checks(
     rows = []
     for check in CLIENT_CHECKS if checks is None else checks:
         for result in check(client):
-            row = ResultRow(
-                run_id=ctx.run_id,
-                time=now(),
-                suite_version=ctx.suite_version,
-                vectors_version=ctx.vectors_version,
+            row = ctx.row(
                 target=client.name,
                 target_kind="client",
                 target_version=client.version,

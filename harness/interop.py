@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from harness.clients import ClientError, ClientTarget, open_client
 from harness.driver import DriverError, DriverProcess, DriverReply
-from harness.results import ResultRow, ResultsWriter, now
+from harness.results import ResultRow, ResultsWriter
 from harness.runner import RunContext
 from harness.targets import TargetError, open_target
 
@@ -1075,11 +1075,7 @@ def _row(
     verdict: Verdict,
     duration_ms: float,
 ) -> ResultRow:
-    return ResultRow(
-        run_id=ctx.run_id,
-        time=now(),
-        suite_version=ctx.suite_version,
-        vectors_version=ctx.vectors_version,
+    return ctx.row(
         target=f"{a.name}->{b.name}",
         target_kind=TARGET_KIND,
         target_version=f"{a.version}/{b.version}",
@@ -1087,7 +1083,7 @@ def _row(
         group=verdict.case.group,
         level=verdict.case.level,
         outcome=verdict.outcome,
-        duration_ms=round(duration_ms, 3),
+        duration_ms=duration_ms,
         message=verdict.message,
     )
 

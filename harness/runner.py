@@ -26,6 +26,25 @@ class RunContext:
     def for_vectors(cls, paths: Iterable[Path]) -> RunContext:
         return cls(run_id(), suite_version(), vectors_version(paths))
 
+    def row(
+        self,
+        *,
+        target: str,
+        target_kind: str,
+        target_version: str,
+        case_id: str,
+        group: str,
+        level: str,
+        outcome: str,
+        duration_ms: float,
+        message: str,
+    ) -> ResultRow:
+        """A result row of this run, stamped now."""
+        return ResultRow(
+            self.run_id, now(), self.suite_version, self.vectors_version, target, target_kind,
+            target_version, case_id, group, level, outcome, round(duration_ms, 3), message,
+        )  # fmt: skip
+
 
 def server_cases(loaded: LoadResult) -> list[Case]:
     """The cases a server target is checked with: those with a wire script."""
@@ -40,11 +59,7 @@ def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
 def make_row(
     ctx: RunContext, target: ServerTarget, version: str, case: Case, result: CaseResult
 ) -> ResultRow:
-    return ResultRow(
-        run_id=ctx.run_id,
-        time=now(),
-        suite_version=ctx.suite_version,
-        vectors_version=ctx.vectors_version,
+    return ctx.row(
         target=target.name,
         target_kind=target.kind,
         target_version=version,
@@ -52,7 +67,7 @@ def make_row(
         group=case.group,
         level=case.level,
         outcome=result.outcome,
-        duration_ms=round(result.duration_ms, 3),
+        duration_ms=result.duration_ms,
         message=result.message,
     )
 

@@ -24,7 +24,7 @@ from conformance import protocol as p
 from conformance import streaming as pb
 from conformance.streaming import StartPosition
 from conformance.streaming_server import StreamingServerModel
-from harness.results import ResultRow, ResultsWriter, now
+from harness.results import ResultRow, ResultsWriter
 from harness.runner import RunContext
 from harness.targets import DEFAULT_STATE_DIR, RunningServer
 
@@ -306,20 +306,16 @@ def run_streaming_checks(
     rows = []
 
     def emit(target: str, version: str, check: Check) -> None:
-        row = ResultRow(
-            ctx.run_id,
-            now(),
-            ctx.suite_version,
-            ctx.vectors_version,
-            target,
-            "client",
-            version,
-            check.case_id,
-            "streaming.client",
-            check.level,
-            check.outcome,
-            0.0,
-            check.message,
+        row = ctx.row(
+            target=target,
+            target_kind="client",
+            target_version=version,
+            case_id=check.case_id,
+            group="streaming.client",
+            level=check.level,
+            outcome=check.outcome,
+            duration_ms=0.0,
+            message=check.message,
         )
         writer.write(row)
         rows.append(row)
