@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from conformance import protocol, server, subjects
-from harness.wire import Direction, Transcript, TranscriptEvent
+from harness.wire import READ_LIMITS, Direction, Transcript, TranscriptEvent
 
 HOST = "127.0.0.1"
-# The client may send anything: only bytes that break the protocol are parse errors.
-CLIENT_LIMITS = protocol.Limits(max_control_line=1 << 20, max_payload=64 << 20)
+# The client may send anything (the suite's own generous read limits): only bytes that break
+# the protocol are parse errors.
+CLIENT_LIMITS = READ_LIMITS
 # Flood guard: a connection stops reading after this many bytes from the client.
 RECEIVE_BUDGET = 64 << 20
 CHUNK = 1 << 16

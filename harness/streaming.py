@@ -27,6 +27,7 @@ from conformance.streaming_server import StreamingServerModel
 from harness.results import ResultRow, ResultsWriter
 from harness.runner import RunContext
 from harness.targets import DEFAULT_STATE_DIR, RunningServer
+from harness.wire import READ_LIMITS
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "drivers" / "node-nats-streaming"
 SCENARIO_TIMEOUT = 60.0
@@ -48,7 +49,7 @@ class StreamingBridge:
         self.model = model
         self.lock = threading.Lock()
         self._sock = socket.create_connection((server.host, server.port), timeout=5)
-        self._parser = p.Parser(p.Direction.SERVER, limits=p.Limits(1 << 20, 1 << 26))
+        self._parser = p.Parser(p.Direction.SERVER, limits=READ_LIMITS)
         self._stop = threading.Event()
         first = self._read()
         if not first or not isinstance(first[0], p.Info):
