@@ -43,6 +43,18 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Source:
+    """The document passage a case rests on (a vector's ``source``)."""
+
+    document: str
+    section: str
+    quote: str = ""  # the document's words, verbatim
+
+    def to_json(self) -> dict[str, str]:
+        return {"document": self.document, "section": self.section, "quote": self.quote}
+
+
+@dataclass(frozen=True)
 class Case:
     """One vector case, with the file it came from."""
 
@@ -65,6 +77,11 @@ class Case:
     @property
     def roles(self) -> list[str]:
         return self.data["roles"]
+
+    @property
+    def source(self) -> Source:
+        source = self.data["source"]
+        return Source(source["document"], source["section"], source.get("quote", ""))
 
 
 @dataclass

@@ -24,6 +24,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from conformance import headers, protocol, vectors
+from conformance.vectors import Source
 from harness.clients import ClientError
 from harness.driver import DriverError
 from harness.fake_server import (
@@ -52,13 +53,6 @@ ADR4 = "adr-4-headers.txt"
 
 
 @dataclass(frozen=True)
-class Source:
-    document: str
-    section: str
-    quote: str
-
-
-@dataclass(frozen=True)
 class CheckDef:
     id: str
     level: str
@@ -75,6 +69,7 @@ class CheckResult:
     message: str
     duration_ms: float
     transcript: str = ""  # the fake server's transcript, for rows that did not pass
+    description: str = ""
 
     @property
     def group(self) -> str:
@@ -693,7 +688,9 @@ def _result(
     if outcome != "pass" and transcript:
         lines = transcript.splitlines()
         shown = "\n".join(lines[-TRANSCRIPT_LINES:])
-    return CheckResult(d.id, d.level, d.source, outcome, message, round(duration_ms, 3), shown)
+    return CheckResult(
+        d.id, d.level, d.source, outcome, message, round(duration_ms, 3), shown, d.description
+    )
 
 
 def _row(s: Session, d: CheckDef | str, judge: Callable[[], str]) -> CheckResult:
@@ -1662,6 +1659,11 @@ def run_client_checks(
                 duration_ms=result.duration_ms,
                 message=result.message,
             )
-            writer.write(row)
+            writer.write(
+                row,
+                source=result.source,
+                description=result.description,
+                transcript=result.transcript,
+            )
             rows.append(row)
     return rows

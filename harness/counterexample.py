@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance import protocol, server, vectors
+from conformance.vectors import Source
 
 GROUP = "protocol.differential"
 TITLE = "Counterexamples found by differential testing against real servers"
@@ -28,18 +29,6 @@ UNORDERED = (
     "reference's order (the order of the SUBs); the documents leave that order open, and a "
     "server that orders them otherwise differs from this case in order alone there. "
 )
-
-
-@dataclass(frozen=True)
-class Source:
-    """The document passage the property rests on (a vector's ``source``)."""
-
-    document: str
-    section: str
-    quote: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"document": self.document, "section": self.section, "quote": self.quote}
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from conformance.vectors import Source
 from harness.clients import ClientError, ClientTarget, open_client
 from harness.driver import DriverError, DriverProcess, DriverReply
 from harness.results import ResultRow, ResultsWriter
@@ -49,13 +50,6 @@ WINDOW = 16  # bytes a byte-level difference shows
 
 
 # --- the cases -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Source:
-    document: str
-    section: str
-    quote: str  # the document's words, verbatim
 
 
 @dataclass(frozen=True)
@@ -1116,7 +1110,8 @@ def run_pairs(
                 share = (time.monotonic() - started) * 1000 / max(1, len(verdicts))
                 for verdict in verdicts:
                     row = _row(ctx, a, b, verdict, share)
-                    writer.write(row)
+                    case = verdict.case
+                    writer.write(row, source=case.source, description=case.description)
                     yield row
 
 

@@ -153,7 +153,7 @@ class VectorItem(pytest.Item):
 
     def runtest(self) -> None:
         from harness.checks import check_case
-        from harness.runner import make_row
+        from harness.runner import make_row, write_row
 
         state = self.config.stash[_STATE]
         target = state.target(self.spec)
@@ -161,7 +161,7 @@ class VectorItem(pytest.Item):
             state.versions[self.spec] = target.version()
         result = check_case(self.case, target)
         row = make_row(state.ctx, target, state.versions[self.spec], self.case, result)
-        state.writer.write(row)
+        write_row(state.writer, row, self.case, result)
         if result.transcript is not None:
             self.transcript = result.transcript.text()
             _attach(f"transcript {self.case.id} [{self.spec}]", self.transcript)

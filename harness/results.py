@@ -1,7 +1,9 @@
 """Result rows: one JSON object per line per (target, case), written as each case finishes.
 
 Each row is one ``write`` on a file opened with O_APPEND, so rows from parallel workers never
-interleave and every row already written survives a killed run.
+interleave and every row already written survives a killed run. A row that did not pass may have
+details (the requirement it rests on, the transcript) in a side file next to the results, keyed
+by (run_id, target, case_id): rows stay small and their 13 keys fixed.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from conformance import vectors
+from conformance.vectors import Source
 
 ROW_KEYS = (
     "run_id", "time", "suite_version", "vectors_version", "target", "target_kind",
@@ -25,6 +28,7 @@ ROW_KEYS = (
 )  # fmt: skip
 OUTCOMES = ("pass", "fail", "error", "skip")
 RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
+DETAILS_SUFFIX = ".details.jsonl"
 
 
 @dataclass(frozen=True)
@@ -75,24 +79,56 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def details_path(results: Path) -> Path:
+    """The details side file of a results file: ``x.jsonl`` -> ``x.details.jsonl``."""
+    return results.with_name(results.name.removesuffix(".jsonl") + DETAILS_SUFFIX)
+
+
+def _append_fd(path: Path) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
 class ResultsWriter:
-    """Appends rows to a JSON-lines file; a no-op without a path."""
+    """Appends rows to a JSON-lines file (and details to its side file); a no-op without a path."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
-        self._fd: int | None = None
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd: int | None = None if path is None else _append_fd(path)
+        self._details_fd: int | None = None  # opened on the first row with details
 
-    def write(self, row: ResultRow) -> None:
-        if self._fd is not None:
-            os.write(self._fd, (row.to_json() + "\n").encode("utf-8"))
+    def write(
+        self,
+        row: ResultRow,
+        *,
+        source: Source | None = None,
+        description: str = "",
+        transcript: str = "",
+    ) -> None:
+        """Write ``row``; when it did not pass, also what a report shows beside it."""
+        if self.path is None or self._fd is None:
+            return
+        os.write(self._fd, (row.to_json() + "\n").encode("utf-8"))
+        if row.outcome == "pass" or not (source or transcript):
+            return
+        requirement = None if source is None else source.to_json() | {"description": description}
+        detail = {
+            "run_id": row.run_id,
+            "target": row.target,
+            "case_id": row.case_id,
+            "requirement": requirement,
+            "transcript": transcript,
+        }
+        if self._details_fd is None:
+            self._details_fd = _append_fd(details_path(self.path))
+        line = json.dumps(detail, ensure_ascii=False, separators=(",", ":")) + "\n"
+        os.write(self._details_fd, line.encode("utf-8"))
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        for fd in (self._fd, self._details_fd):
+            if fd is not None:
+                os.close(fd)
+        self._fd = self._details_fd = None
 
     def __enter__(self) -> ResultsWriter:
         return self

@@ -72,6 +72,14 @@ def make_row(
     )
 
 
+def write_row(writer: ResultsWriter, row: ResultRow, case: Case, result: CaseResult) -> None:
+    """Write a wire case's row with its requirement and transcript as details."""
+    transcript = "" if result.transcript is None else result.transcript.text()
+    writer.write(
+        row, source=case.source, description=case.data["description"], transcript=transcript
+    )
+
+
 def run_target(
     ctx: RunContext,
     target: ServerTarget,
@@ -84,8 +92,9 @@ def run_target(
     version = target.version()
     out = []
     for case in cases:
-        row = make_row(ctx, target, version, case, check_case(case, target))
-        writer.write(row)
+        result = check_case(case, target)
+        row = make_row(ctx, target, version, case, result)
+        write_row(writer, row, case, result)
         verdict = baseline.verdict(row)
         out.append((row, verdict))
         on_result(row, verdict)

