@@ -1,0 +1,1 @@
+"""The compliance report pipeline: results rows -> history (Parquet) -> matrix, changes, badges."""

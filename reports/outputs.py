@@ -1,0 +1,264 @@
+"""Write a report's files: index.html, summary.json, implementations.json, badges, summary.md."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from html import escape as html_escape
+from pathlib import Path
+from typing import Any
+
+from reports import html
+from reports.analysis import version_order
+from reports.model import Counts, Report, TargetReport
+
+FORMAT = "nats-conformance-report/1"
+BADGE_LABEL = "NATS conformance"
+INTEROP_KIND = "interop"  # the harness's target_kind for client pairs
+TABLE_HEAD = (
+    "| target | version | must | must score | all levels | regressions | fixes |",
+    "|---|---|---|---|---|---|---|",
+)
+
+
+def write_all(report: Report, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    names = badge_names([t.run.target for t in report.targets])
+    badges = out / "badges"
+    if badges.exists():  # badges of targets no longer reported must not linger
+        for old in badges.glob("*.json"):
+            old.unlink()
+    badges.mkdir(exist_ok=True)
+    for target in report.targets:
+        _dump(badges / names[target.run.target], badge(target))
+    _dump(out / "summary.json", summary(report, names))
+    _dump(out / "implementations.json", implementations(report))
+    (out / "summary.md").write_text(markdown(report), encoding="utf-8")
+    (out / "index.html").write_text(html.render(report), encoding="utf-8")
+
+
+def _dump(path: Path, data: object) -> None:
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def badge_names(targets: list[str]) -> dict[str, str]:
+    """A file name per target: readable, and unique even when two targets slug alike."""
+    slugs = {t: re.sub(r"[^a-z0-9._-]+", "-", t.lower()).strip("-.") or "target" for t in targets}
+    taken = defaultdict(list)
+    for target, slug in slugs.items():
+        taken[slug].append(target)
+    names = {}
+    for target, slug in slugs.items():
+        if len(taken[slug]) > 1:
+            slug += "-" + str(sorted(taken[slug]).index(target) + 1)
+        names[target] = slug + ".json"
+    return names
+
+
+def colour(score: float | None) -> str:
+    if score is None:
+        return "lightgrey"
+    for bound, name in ((1.0, "brightgreen"), (0.95, "green"), (0.8, "yellow"), (0.5, "orange")):
+        if score >= bound:
+            return name
+    return "red"
+
+
+def badge(target: TargetReport) -> dict[str, Any]:
+    """A shields.io endpoint badge: the must cases passed in the target's latest run."""
+    must = target.must
+    message = f"{must.passed}/{must.judged} must" if must.judged else "no must cases"
+    if target.regressions_total:
+        message += f", {target.regressions_total} regressed"
+    return {
+        "schemaVersion": 1,
+        "label": BADGE_LABEL,
+        "message": message,
+        "color": "red" if target.regressions_total else colour(must.score),
+    }
+
+
+def _levels(report: Report, target: str) -> dict[str, dict[str, Any]]:
+    by_level: dict[str, Counts] = defaultdict(Counts)
+    for cell in report.cells:
+        if cell.target == target:
+            by_level[cell.level] += cell.counts
+    return {level: counts.to_json() for level, counts in sorted(by_level.items())}
+
+
+def _groups(report: Report, target: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = defaultdict(dict)
+    for cell in sorted(report.cells, key=lambda c: (c.group, c.level)):
+        if cell.target == target:
+            groups[cell.group][cell.level] = cell.counts.to_json()
+    return dict(groups)
+
+
+def summary(report: Report, badges: dict[str, str]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "generated": report.generated,
+        "runs": report.runs_total,
+        "rows": report.rows_total,
+        "rows_added": report.rows_added,
+        "invalid_rows": {"total": report.invalid_total, "shown": report.invalid_rows},
+        "targets": [
+            {
+                "target": t.run.target,
+                "kind": t.run.kind,
+                "implementation": t.implementation,
+                "version": t.run.version,
+                "run_id": t.run.run_id,
+                "started": t.run.started,
+                "runs": t.runs,
+                "previous_run_id": t.previous.run_id if t.previous else None,
+                "must": t.must.to_json(),
+                "totals": t.totals.to_json(),
+                "levels": _levels(report, t.run.target),
+                "groups": _groups(report, t.run.target),
+                "failures": t.failures_total,
+                "regressions": t.regressions_total,
+                "fixes": t.fixes_total,
+                "changes": [
+                    {
+                        "case_id": c.case_id,
+                        "group": c.group,
+                        "level": c.level,
+                        "before": c.before,
+                        "after": c.after,
+                        "kind": "regression" if c.regression else "fix",
+                        "message": c.message,
+                    }
+                    for c in t.changes
+                ],
+                "badge": f"badges/{badges[t.run.target]}",
+            }
+            for t in report.targets
+        ],
+        "flaky": {
+            "total": report.flaky_total,
+            "cases": [
+                {
+                    "target": f.target,
+                    "version": f.version,
+                    "case_id": f.case_id,
+                    "level": f.level,
+                    "outcomes": list(f.outcomes),
+                    "runs": f.runs,
+                }
+                for f in report.flaky
+            ],
+        },
+    }
+
+
+def implementations(report: Report) -> dict[str, Any]:
+    """Per implementation: its targets' latest runs, in version order, and its first failures."""
+    grouped: dict[str, list[TargetReport]] = defaultdict(list)
+    for target in report.targets:
+        grouped[target.implementation].append(target)
+    first: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for f in report.first_failures:
+        first[f.implementation].append(
+            {
+                "case_id": f.case_id,
+                "group": f.group,
+                "level": f.level,
+                "first_failing": f.first_failing,
+                "last_passing": f.last_passing,
+                "newest_version": f.newest_version,
+                "newest_outcome": f.newest_outcome,
+                "versions": f.versions,
+            }
+        )
+    return {
+        "format": FORMAT,
+        "generated": report.generated,
+        "implementations": [
+            {
+                "implementation": name,
+                "kind": targets[0].run.kind,
+                "versions": [
+                    {
+                        "version": t.run.version,
+                        "target": t.run.target,
+                        "run_id": t.run.run_id,
+                        "must": t.must.to_json(),
+                        "totals": t.totals.to_json(),
+                    }
+                    for t in sorted(
+                        targets, key=lambda t: (version_order(t.run.version), t.run.version)
+                    )
+                ],
+                "first_failures": first.get(name, []),
+            }
+            for name, targets in sorted(grouped.items())
+        ],
+    }
+
+
+def _by_version(target: TargetReport) -> tuple[tuple[int, ...], str]:
+    return (version_order(target.run.version), target.run.version)
+
+
+def _percent(counts: Counts) -> str:
+    score = counts.score
+    return "n/a" if score is None else f"{score:.1%}"
+
+
+def markdown(report: Report) -> str:
+    """A summary for CI logs: one table row per target, then what changed and what is wrong."""
+    lines = [
+        "## NATS conformance",
+        "",
+        f"{len(report.targets)} targets, {report.runs_total} runs, {report.rows_total} rows "
+        f"({report.rows_added} new). Generated {report.generated}.",
+        "",
+        *TABLE_HEAD,
+    ]
+    pairs = [t for t in report.targets if t.run.kind == INTEROP_KIND]
+    for t in report.targets:
+        if t.run.kind != INTEROP_KIND:
+            lines.append(_markdown_row(t))
+    if pairs:  # one line for the whole interop matrix, then the pairs that fail a must case
+        failing = [t for t in pairs if t.must.judged > t.must.passed]
+        must = sum((t.must for t in pairs), Counts())
+        lines += [
+            "",
+            f"Interop: {len(pairs)} ordered client pairs, must {must.passed}/{must.judged}; "
+            f"{len(failing)} pair(s) fail a must case.",
+        ]
+        if failing:
+            lines += ["", *TABLE_HEAD, *(_markdown_row(t) for t in failing)]
+    regressions = [(t, c) for t in report.targets for c in t.changes if c.regression]
+    if regressions:
+        lines += ["", "### Regressions", ""]
+        lines += [
+            f"- `{_code(t.run.target)}` {_code(c.case_id)} ({c.level}): {c.before} -> {c.after}"
+            for t, c in regressions
+        ]
+    if report.flaky_total:
+        lines += ["", f"{report.flaky_total} flaky case(s): outcomes differ between runs of one "
+                  "version (see summary.json)."]  # fmt: skip
+    if report.invalid_total:
+        lines += ["", f"### {report.invalid_total} invalid row(s)", ""]
+        lines += [f"- {_cell(problem)}" for problem in report.invalid_rows]
+    return "\n".join(lines) + "\n"
+
+
+def _markdown_row(t: TargetReport) -> str:
+    return (
+        f"| {_cell(t.run.target)} | {_cell(t.run.version)} | {t.must.passed}/{t.must.judged} "
+        f"| {_percent(t.must)} | {_percent(t.totals)} | {t.regressions_total} | {t.fixes_total} |"
+    )
+
+
+def _cell(text: str) -> str:
+    """Text from a target, safe inside a Markdown table cell (and as HTML, where it is shown)."""
+    escaped = html_escape(text, quote=False).replace("\\", "\\\\").replace("|", "\\|")
+    return escaped.replace("\n", " ").replace("`", "'")
+
+
+def _code(text: str) -> str:
+    return text.replace("`", "'").replace("\n", " ")

@@ -1,0 +1,78 @@
+"""The report job: results files -> validated rows -> history store -> analysis -> outputs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reports import analysis, details, history, ingest, outputs
+from reports.model import Report
+from reports.spark import session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SHOWN_INVALID = 200  # invalid rows listed in the report (all are printed by the command)
+
+
+def build(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    store: str | None = None,
+    master: str | None = None,
+) -> tuple[Report, list[ingest.RowProblem]]:
+    """Report on ``paths`` (results files or directories) and everything already in the history
+    ``store`` (default ``OUT/history``); writes the outputs into ``out``.
+
+    Returns the report and every invalid row found in ``paths``.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    files, detail_files = ingest.results_files(paths)
+    # Absolute: with Spark Connect or a cluster, paths are resolved by the server, not by us.
+    store = store if store and "://" in store else str(Path(store or out / "history").resolve())
+    spark = session(master)
+    # One pass over the JSON: valid rows go to the history while the bad ones are counted; only
+    # when there are bad rows are the files read again, to say what is wrong where.
+    seen = Observation("ingested")
+    rows = ingest.read_rows(spark, files).observe(
+        seen, F.count(F.when(F.col("bad"), 1)).alias("bad")
+    )
+    added = history.append(spark, rows.where(~F.col("bad")), store)
+    problems = _problems(spark, files, seen.get["bad"])
+    ingested = time.monotonic()
+    report = analysis.analyse(spark, history.load(spark, store))
+    analysed = time.monotonic()
+    report.rows_added = added
+    report.invalid_total = len(problems)
+    report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
+    report.details = details.load(detail_files, _detail_keys(report))
+    report.timings = {"ingest": ingested - started, "analyse": analysed - ingested}
+    outputs.write_all(report, out)
+    report.timings["write"] = time.monotonic() - analysed
+    return report, problems
+
+
+def _problems(spark: SparkSession, files: list[Path], bad: int) -> list[ingest.RowProblem]:
+    """Every bad row, located (the slow explanation runs only when there are bad rows)."""
+    if not bad:
+        return []
+    problems = ingest.locate(ingest.explain(spark, [str(f) for f in files]))
+    # The fast and the slow path apply the same checks; if they ever disagree, say so.
+    if len(problems) < bad:
+        missing = f"{bad - len(problems)} invalid row(s) not located"
+        problems.append(ingest.RowProblem(", ".join(map(str, files)), 0, missing))
+    return problems
+
+
+def _detail_keys(report: Report) -> set[details.Key]:
+    return {
+        (t.run.run_id, t.run.target, case.case_id)
+        for t in report.targets
+        for case in (*t.failures, *t.changes)
+    }

