@@ -28,7 +28,7 @@ ROW_KEYS = (
 )  # fmt: skip
 OUTCOMES = ("pass", "fail", "error", "skip")
 RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
-DETAILS_SUFFIX = ".details.jsonl"
+DETAILS_SUFFIX = ".details.ndjson"
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def now() -> str:
 
 
 def details_path(results: Path) -> Path:
-    """The details side file of a results file: ``x.jsonl`` -> ``x.details.jsonl``."""
+    """The details side file of a results file: ``x.jsonl`` -> ``x.details.ndjson``."""
     return results.with_name(results.name.removesuffix(".jsonl") + DETAILS_SUFFIX)
 
 

@@ -1,7 +1,7 @@
 """What a drill-down shows beside a failing case: the requirement it rests on and the transcript.
 
 The harness writes both for every row that did not pass into a side file next to the results
-(``results-<run>.details.jsonl``); a case with no side-file entry still gets its requirement from
+(``results-<run>.details.ndjson``); a case with no side-file entry still gets its requirement from
 the bundled vectors when its id is a vector case.
 """
 

