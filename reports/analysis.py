@@ -149,12 +149,10 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
     failures: dict[str, list[Failure]] = defaultdict(list)
     for r in (
         _ranked(failing, [_level_rank(), "group", "case_id"], SHOWN_PER_TARGET)
-        .select("target", "case_id", "group", "level", "outcome", "message", "_n")
+        .orderBy("target", "_n")
         .collect()
     ):
-        failures[r.target].append(
-            (r._n, Failure(r.case_id, r.group, r.level, r.outcome, r.message))
-        )  # type: ignore[arg-type]
+        failures[r.target].append(Failure(r.case_id, r.group, r.level, r.outcome, r.message))
 
     changes: dict[str, list[Change]] = defaultdict(list)
     change_totals: dict[str, tuple[int, int]] = {}
@@ -181,11 +179,11 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
             _ranked(
                 changed, [F.col("regression").desc(), _level_rank(), "case_id"], SHOWN_PER_TARGET
             )
-            .select("target", "case_id", "group", "level", "before", "outcome", "message", "_n")
+            .orderBy("target", "_n")
             .collect()
         ):
             changes[r.target].append(
-                (r._n, Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message))  # type: ignore[arg-type]
+                Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
 
     latest_rows.unpersist()
@@ -213,9 +211,9 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
                 runs=len(target_runs),
                 totals=totals,
                 must=must,
-                failures=[f for _, f in sorted(failures[run.target], key=lambda p: p[0])],
+                failures=failures[run.target],
                 failures_total=totals.failed + totals.errored,
-                changes=[c for _, c in sorted(changes[run.target], key=lambda p: p[0])],
+                changes=changes[run.target],
                 regressions_total=regressions,
                 fixes_total=fixes,
                 history=history_points.get(run.target, {}),
@@ -238,8 +236,8 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
 def _case_history(
     spark: SparkSession,
     history: DataFrame,
-    failures: dict[str, list],
-    changes: dict[str, list],
+    failures: dict[str, list[Failure]],
+    changes: dict[str, list[Change]],
 ) -> dict[str, dict[str, list[Point]]]:
     """The newest outcomes of each case shown in a drill-down (failing now, or changed), from
     ``history`` (the rows of each target's recent runs)."""
@@ -250,7 +248,7 @@ def _case_history(
         (target, item.case_id)
         for shown in (failures, changes)
         for target, items in shown.items()
-        for _, item in items
+        for item in items
     }
     if not keys:
         return {}
