@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
+LOG_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 
 def _local_cores(master: str) -> int | None:
@@ -57,6 +59,7 @@ def session(master: str | None = None) -> SparkSession:
             .config("spark.sql.shuffle.partitions", str(_local_cores(target) or 200))
             .config("spark.driver.memory", os.environ.get("NATS_CONFORMANCE_SPARK_MEMORY", "1g"))
             .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG_CONFIG}")
             # A task writing to a few history partitions keeps a file open for each rather than
             # sorting its rows by partition first.
             .config("spark.sql.maxConcurrentOutputFileWriters", "64")
