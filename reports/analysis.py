@@ -9,9 +9,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from harness.results import OUTCOMES
+from harness.gate import FAILING
+from harness.results import LEVELS, OUTCOMES
 from reports.model import (
-    FAILING,
     Cell,
     Change,
     Counts,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
 HISTORY_POINTS = 20  # runs shown in a case's history
 SHOWN_FLAKY = 500
-LEVEL_ORDER = {"must": 0, "should": 1, "may": 2, "info": 3}
+LEVEL_ORDER = {level: n for n, level in enumerate(LEVELS)}
 
 
 def implementation(target: str) -> str:

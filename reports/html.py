@@ -14,11 +14,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
+from harness.results import LEVELS, OUTCOMES
 from reports.model import Change, Counts, Failure, FirstFailure, Flaky, Point, Report, TargetReport
 
-LEVELS = ("must", "should", "may", "info")
-OUTCOMES = ("pass", "fail", "error", "skip")
-INTEROP_KIND = "interop"
 CLIENT_KIND = "client"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 # Score bands, best first: (class, lowest score in the band, legend text).
@@ -162,10 +160,6 @@ def shown_of(shown: int, total: int, noun: str) -> str:
 
 
 # --- the matrix ------------------------------------------------------------------------------
-
-
-def is_interop(target: TargetReport) -> bool:
-    return target.run.kind == INTEROP_KIND
 
 
 def level_counts(report: Report) -> dict[tuple[str, str], dict[str, Counts]]:
@@ -496,7 +490,7 @@ def failures_block(report: Report, target: TargetReport) -> str:
 
 def back_link(target: TargetReport) -> str:
     """Back to where the target's row is: the interop grid or the matrix."""
-    anchor, text = ("interop", "↑ interop grid") if is_interop(target) else ("matrix", "↑ matrix")
+    anchor, text = ("interop", "↑ interop grid") if target.interop else ("matrix", "↑ matrix")
     return tag("p", tag("a", text, href="#" + anchor), class_="top")
 
 
@@ -733,8 +727,8 @@ background:var(--bgs)}
 
 def render(report: Report) -> str:
     """The report as one self-contained HTML5 document."""
-    bands = matrix_bands([t for t in report.targets if not is_interop(t)])
-    interop_targets = [t for t in report.targets if is_interop(t)]
+    bands = matrix_bands([t for t in report.targets if not t.interop])
+    interop_targets = [t for t in report.targets if t.interop]
     main = (
         invalid_rows(report)
         + section(

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.results import DETAILS_SUFFIX, OUTCOMES, ROW_KEYS, details_path
+from harness.results import DETAILS_SUFFIX, LEVELS, OUTCOMES, ROW_KEYS, details_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-LEVELS = ("must", "should", "may", "info")
 NUMBER_KEYS = frozenset({"duration_ms"})
 NON_EMPTY_KEYS = ("run_id", "target", "target_kind", "case_id", "group")
 _NUMBER = r"(BIGINT|DOUBLE|DECIMAL\(\d+,\d+\))"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-FAILING = ("fail", "error")
+from harness.gate import FAILING
+from harness.results import INTEROP_KIND
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,11 @@ class TargetReport:
     regressions_total: int
     fixes_total: int
     history: dict[str, list[Point]] = field(default_factory=dict)  # case id -> newest first
+
+    @property
+    def interop(self) -> bool:
+        """A client pair of the interop matrix, not a server or a client on its own."""
+        return self.run.kind == INTEROP_KIND
 
 
 @dataclass

@@ -14,7 +14,6 @@ from reports.model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
 BADGE_LABEL = "NATS conformance"
-INTEROP_KIND = "interop"  # the harness's target_kind for client pairs
 TABLE_HEAD = (
     "| target | version | must | must score | all levels | regressions | fixes |",
     "|---|---|---|---|---|---|---|",
@@ -216,9 +215,9 @@ def markdown(report: Report) -> str:
         "",
         *TABLE_HEAD,
     ]
-    pairs = [t for t in report.targets if t.run.kind == INTEROP_KIND]
+    pairs = [t for t in report.targets if t.interop]
     for t in report.targets:
-        if t.run.kind != INTEROP_KIND:
+        if not t.interop:
             lines.append(_markdown_row(t))
     if pairs:  # one line for the whole interop matrix, then the pairs that fail a must case
         failing = [t for t in pairs if t.must.judged > t.must.passed]
