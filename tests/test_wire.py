@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from conformance.vectors import BUNDLED_DIR, Case, decode_bytes, load_all
 from harness.checks import check_case
-from harness.targets import RunningServer, TargetError
+from harness.targets import RunningServer, TargetError, stop_process
 from harness.wire import Transcript, TranscriptEvent, escape, run_wire_script
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
@@ -70,12 +70,7 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSer
         host, port = url.removeprefix("nats://").rsplit(":", 1)
         yield RunningServer(url=url, host=host, port=int(port), version=version, log_path=log)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 5)
 
 
 def wire_of(case_id: str) -> dict[str, Any]:
