@@ -185,9 +185,7 @@ def implementations(report: Report) -> dict[str, Any]:
                         "must": t.must.to_json(),
                         "totals": t.totals.to_json(),
                     }
-                    for t in sorted(
-                        targets, key=lambda t: (version_order(t.run.version), t.run.version)
-                    )
+                    for t in sorted(targets, key=_by_version)
                 ],
                 "first_failures": first.get(name, []),
             }
