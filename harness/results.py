@@ -81,6 +81,11 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def requirement(source: Source, description: str) -> dict[str, str]:
+    """A details entry's requirement: where the rule is written, its words, and what is checked."""
+    return source.to_json() | {"description": description}
+
+
 def details_path(results: Path) -> Path:
     """The details side file of a results file: ``x.jsonl`` -> ``x.details.ndjson``."""
     return results.with_name(results.name.removesuffix(".jsonl") + DETAILS_SUFFIX)
@@ -113,12 +118,11 @@ class ResultsWriter:
         os.write(self._fd, (row.to_json() + "\n").encode("utf-8"))
         if row.outcome == "pass" or not (source or transcript):
             return
-        requirement = None if source is None else source.to_json() | {"description": description}
         detail = {
             "run_id": row.run_id,
             "target": row.target,
             "case_id": row.case_id,
-            "requirement": requirement,
+            "requirement": None if source is None else requirement(source, description),
             "transcript": transcript,
         }
         if self._details_fd is None:

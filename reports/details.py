@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import vectors
+from harness.results import requirement
 
 Key = tuple[str, str, str]  # (run_id, target, case_id)
 
@@ -46,14 +47,4 @@ def load(files: Iterable[Path], wanted: set[Key]) -> dict[Key, dict[str, Any]]:
 def bundled_requirements() -> dict[str, dict[str, str]]:
     """Case id -> the requirement (document, section, quote, description) of bundled vectors."""
     loaded = vectors.load_all([vectors.BUNDLED_DIR])
-    return {case.id: requirement(case) for case in loaded.cases}
-
-
-def requirement(case: vectors.Case) -> dict[str, str]:
-    source = case.data["source"]
-    return {
-        "document": source["document"],
-        "section": source["section"],
-        "quote": source.get("quote", ""),
-        "description": case.data.get("description", ""),
-    }
+    return {case.id: requirement(case.source, case.data["description"]) for case in loaded.cases}
