@@ -80,11 +80,13 @@ def _run(args: argparse.Namespace) -> int:
         for spec in parsed:
             for case in cases:
                 print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
+        client_cases = [case for case in loaded.cases if "client" in case.roles]
         for client in args.client or []:
             what = (
                 "streaming checks"
                 if client == STREAMING_CLIENT
-                else "fake-server and interop checks"
+                else f"{len(client_cases)} client-role vectors"
+                + (", fake-server and interop checks" if not args.vectors else "")
             )
             print(f"{client}\t{what}")
         print(f"{len(cases)} cases x {len(parsed)} targets, {len(args.client or [])} clients")
@@ -110,7 +112,9 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
         if args.client:
             try:
-                rows += _run_clients(args.client, ctx, writer, baseline)
+                rows += _run_clients(
+                    args.client, ctx, writer, baseline, loaded.cases, bundled=not args.vectors
+                )
             except ClientStartError as exc:
                 progress.finish()
                 print(f"nats-conformance: {exc}", file=sys.stderr)
@@ -184,9 +188,19 @@ class ClientStartError(Exception):
 STREAMING_CLIENT = "client:node-nats-streaming"
 
 
-def _run_clients(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline) -> list:
-    """Fake-server checks per client, the interop matrix across them, and streaming checks."""
-    from harness import client_checks, clients, interop, streaming, targets
+def _run_clients(
+    specs: list[str],
+    ctx: object,
+    writer: ResultsWriter,
+    baseline: Baseline,
+    cases: list[vectors.Case],
+    *,
+    bundled: bool,
+) -> list:
+    """Per client, every client-role vector of ``cases`` and (``bundled``: with the bundled
+    vectors, not a user's own) the scripted fake-server checks; then the interop matrix across
+    them and the streaming checks."""
+    from harness import client_checks, client_vectors, clients, interop, streaming, targets
 
     libraries = [spec for spec in specs if spec != STREAMING_CLIENT]
     rows = []
@@ -197,12 +211,17 @@ def _run_clients(specs: list[str], ctx: object, writer: ResultsWriter, baseline:
         except clients.ClientError as exc:
             raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
         try:
-            rows += client_checks.run_client_checks(client, writer, ctx)
+            rows += [
+                client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
+                for result in client_vectors.run_client_vectors(client, cases)
+            ]
+            if bundled:
+                rows += client_checks.run_client_checks(client, writer, ctx)  # type: ignore[arg-type]
         finally:
             client.close()
-    if libraries:
+    if libraries and bundled:
         rows += interop.run_matrix(libraries, writer, ctx)
-    if STREAMING_CLIENT in specs:
+    if STREAMING_CLIENT in specs and bundled:
         with targets.open_target(DEFAULT_SERVER) as target:
             rows += streaming.run_streaming_checks(target.server({}), writer, ctx)
     return [(row, baseline.verdict(row)) for row in rows]

@@ -7,8 +7,9 @@ reference parser) and what it reports through the driver (events and replies). E
 bytes come from the reference encoder; expected header blocks from ``conformance.headers``.
 
 The definitions (id, level, source, description) are the ``DEFINITIONS`` table below: the vector
-schema has no kind for a fake-server script yet. The header rows are generated from the bundled
-``headers.parse`` and ``headers.encode`` vectors and take their level and source from them.
+schema has no kind for a fake-server script yet. The HPUB header rows are generated from the
+bundled ``headers.encode`` vectors and take their level and source from them; every client-role
+vector reaches libraries through ``harness.client_vectors``.
 
 ``run_client_checks`` turns the results into ``harness.results.ResultRow``s and writes them.
 """
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from conformance import headers, protocol, vectors
+from conformance import headers, judge, protocol, vectors
 from conformance.vectors import Source
 from harness.clients import ClientError
 from harness.driver import DriverError
@@ -70,10 +71,11 @@ class CheckResult:
     duration_ms: float
     transcript: str = ""  # the fake server's transcript, for rows that did not pass
     description: str = ""
+    group: str = ""  # the rule group; by default the case id's first two segments
 
-    @property
-    def group(self) -> str:
-        return ".".join(self.case_id.split(".")[:2])
+    def __post_init__(self) -> None:
+        if not self.group:
+            object.__setattr__(self, "group", ".".join(self.case_id.split(".")[:2]))
 
 
 def _def(case_id: str, level: str, document: str, section: str, quote: str, text: str) -> CheckDef:
@@ -360,19 +362,6 @@ def _from_vector(prefix: str, case: vectors.Case, how: str) -> CheckDef:
 
 
 @cache
-def header_parse_cases() -> tuple[tuple[vectors.Case, headers.HeaderBlock], ...]:
-    """headers.parse cases whose block the reference accepts, with the reference's parse."""
-    out = []
-    for case in _bundled_cases():
-        if case.kind != "headers.parse" or "client" not in case.roles:
-            continue
-        parsed = headers.parse_block(vectors.decode_bytes(case.data["input"]["block"]))
-        if isinstance(parsed, headers.HeaderBlock):
-            out.append((case, parsed))
-    return tuple(out)
-
-
-@cache
 def header_encode_cases() -> tuple[vectors.Case, ...]:
     """headers.encode cases a publish can express: no status line, just headers."""
     return tuple(
@@ -383,14 +372,6 @@ def header_encode_cases() -> tuple[vectors.Case, ...]:
         and case.data["input"].get("status") is None
         and case.data["input"].get("description") is None
     )
-
-
-def _hmsg_def(case: vectors.Case) -> CheckDef:
-    return _from_vector("client.headers.hmsg.", case, "Delivered in an HMSG, the library's headers")
-
-
-def _decode_def(case: vectors.Case) -> CheckDef:
-    return _from_vector("client.headers.decode.", case, "The library's header parser")
 
 
 def _hpub_def(case: vectors.Case) -> CheckDef:
@@ -1041,9 +1022,9 @@ def hpub_headers(s: Session) -> Iterator[CheckResult]:
                 if sent == block:
                     return f"block {block!r}"
                 parsed = headers.parse_block(sent)
-                if isinstance(parsed, headers.HeaderBlock) and _grouped(
+                if isinstance(parsed, headers.HeaderBlock) and judge.grouped(
                     list(parsed.fields)
-                ) == _grouped(pairs_of(pairs)):
+                ) == judge.grouped([(name, value) for name, value in pairs]):
                     return f"block {sent!r}: keys in another order, each key's values in order"
                 raise _fail(f"sent {sent!r}, reference {block!r} (parses to {_short(parsed)})")
 
@@ -1197,37 +1178,12 @@ def _deliver(
 
 def compare_headers(want: headers.HeaderBlock, got: dict[str, Any]) -> tuple[str, str]:
     """The library's view of a header block (``status``, ``description``, ``headers`` of an event
-    or a decode_headers result) against the reference's parse: (outcome, message).
-
-    The order of different keys is not compared when only it differs: ADR-4 keeps the values of
-    one key in order but says nothing about the order across keys (an API may group by key).
-    """
-    pairs = [tuple(p) for p in got.get("headers") or []]
-    problems = []
-    if got.get("status") != want.status:
-        problems.append(f"status {got.get('status')!r}, reference {want.status!r}")
-    if got.get("description") != want.description:
-        problems.append(f"description {got.get('description')!r}, reference {want.description!r}")
-    note = ""
-    if pairs != list(want.fields):
-        if _grouped(pairs) == _grouped(list(want.fields)):
-            note = " (keys in another order; each key's values in order)"
-        else:
-            problems.append(f"headers {_short(pairs)}, reference {_short(list(want.fields))}")
-    if problems:
-        return "fail", "; ".join(problems)
-    return "pass", f"status {want.status}, {len(pairs)} header(s) as the reference{note}"
-
-
-def pairs_of(pairs: list[list[str]]) -> list[tuple[str, str]]:
-    return [(name, value) for name, value in pairs]
-
-
-def _grouped(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for name, value in pairs:
-        out.setdefault(name, []).append(value)
-    return out
+    or a decode_headers result) against the reference's: (outcome, message), judged by
+    ``conformance.judge``."""
+    pairs = tuple((name, value) for name, value in got.get("headers") or [])
+    view = headers.HeaderBlock(got.get("status"), got.get("description"), pairs)
+    judgement = judge.judge_block(want, view)
+    return judgement.outcome, judgement.message
 
 
 HEADER = headers.HeaderBlock(None, None, (("FoodGroup", "vegetable"),))
@@ -1580,61 +1536,33 @@ def info_messages(s: Session) -> Iterator[CheckResult]:
 # --- the header API -------------------------------------------------------------------------------
 
 
-@_check(lambda: [_hmsg_def(case) for case, _ in header_parse_cases()])
-def header_deliveries(s: Session) -> Iterator[CheckResult]:
-    """Every valid headers.parse block, delivered in an HMSG: the library's headers against the
-    reference's parse."""
-    with Link(s, "conformance.headers") as link:
-        for case, parsed in header_parse_cases():
-            block = vectors.decode_bytes(case.data["input"]["block"])
-
-            def judge(block: bytes = block, parsed: headers.HeaderBlock = parsed) -> str:
-                conn, sid = link.get()
-                conn.send(hmsg_op("conformance.headers", sid, block, b"x"))
-                event = s.wait_event(_is("message", sub=link.sub), timeout=STEP, stop=_is("closed"))
-                if event is None:
-                    link.broken = True
-                    others = [e for e in s.seen() if e.get("event") != "message"]
-                    raise _fail(f"not delivered (waited up to {STEP:g} s); events {_short(others)}")
-                outcome, message = compare_headers(parsed, event)
-                if outcome != "pass":
-                    raise _fail(message)
-                return message
-
-            yield _row(s, _hmsg_def(case), judge)
-
-
-@_check(lambda: [_decode_def(case) for case, _ in header_parse_cases()])
-def header_decoding(s: Session) -> Iterator[CheckResult]:
-    """Every valid headers.parse block through the library's own parser (decode_headers)."""
-    unsupported = ""
-    for case, parsed in header_parse_cases():
-        block = vectors.decode_bytes(case.data["input"]["block"])
-
-        def judge(block: bytes = block, parsed: headers.HeaderBlock = parsed) -> str:
-            nonlocal unsupported
-            if unsupported:
-                raise Verdict("skip", unsupported)
-            answer = s.call("decode_headers", block_b64=_b64(block))
-            if not answer.ok:
-                if answer.error_type == "unsupported":
-                    unsupported = f"decode_headers unsupported: {answer.error_message}"
-                    raise Verdict("skip", unsupported)
-                raise _fail(f"refused: {_error_text(answer)}")
-            outcome, message = compare_headers(parsed, answer.result)
-            if outcome != "pass":
-                raise _fail(message)
-            return message
-
-        yield _row(s, _decode_def(case), judge)
-
-
 # --- the runner ---------------------------------------------------------------------------------
 
 
 def all_definitions() -> list[CheckDef]:
     """Every row the checks produce, in order (the static table and the vector-derived rows)."""
     return [d for check in CLIENT_CHECKS for d in check.definitions()]
+
+
+def write_result(
+    client: ClientTarget, writer: ResultsWriter, ctx: RunContext, result: CheckResult
+) -> ResultRow:
+    """Write one client row, with its requirement and transcript as details."""
+    row = ctx.row(
+        target=client.name,
+        target_kind="client",
+        target_version=client.version,
+        case_id=result.case_id,
+        group=result.group,
+        level=result.level,
+        outcome=result.outcome,
+        duration_ms=result.duration_ms,
+        message=result.message,
+    )
+    writer.write(
+        row, source=result.source, description=result.description, transcript=result.transcript
+    )
+    return row
 
 
 def run_client_checks(
@@ -1645,25 +1573,8 @@ def run_client_checks(
     checks: list[RegisteredCheck] | None = None,
 ) -> list[ResultRow]:
     """Run the checks (all by default) on one client; write each row as soon as it is known."""
-    rows = []
-    for check in CLIENT_CHECKS if checks is None else checks:
-        for result in check(client):
-            row = ctx.row(
-                target=client.name,
-                target_kind="client",
-                target_version=client.version,
-                case_id=result.case_id,
-                group=result.group,
-                level=result.level,
-                outcome=result.outcome,
-                duration_ms=result.duration_ms,
-                message=result.message,
-            )
-            writer.write(
-                row,
-                source=result.source,
-                description=result.description,
-                transcript=result.transcript,
-            )
-            rows.append(row)
-    return rows
+    return [
+        write_result(client, writer, ctx, result)
+        for check in (CLIENT_CHECKS if checks is None else checks)
+        for result in check(client)
+    ]

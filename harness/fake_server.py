@@ -55,9 +55,9 @@ OpT = TypeVar("OpT")
 Reaction = Callable[["FakeConnection", protocol.Event], None]
 
 
-def encode(op: protocol.Op) -> bytes:
+def encode(op: protocol.Op, *, any_headers: bool = False) -> bytes:
     """The reference encoding of ``op``; a script asking for an unencodable one is a bug."""
-    data = protocol.encode(op)
+    data = protocol.encode(op, any_headers=any_headers)
     if isinstance(data, protocol.EncodeError):
         raise ValueError(f"cannot encode {op!r}: {data.reason} ({data.detail})")
     return data
@@ -457,7 +457,8 @@ def msg_op(subject: str, sid: str, payload: bytes, reply: str | None = None) -> 
 def hmsg_op(
     subject: str, sid: str, block: bytes, payload: bytes, reply: str | None = None
 ) -> bytes:
-    return encode(protocol.HMsg(subject, sid, reply, block, payload))
+    """An HMSG framing ``block`` by its length, whatever it holds (checks deliver bad blocks)."""
+    return encode(protocol.HMsg(subject, sid, reply, block, payload), any_headers=True)
 
 
 def padded_info(options: Mapping[str, Any], size: int = 0) -> bytes:

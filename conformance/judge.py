@@ -1,0 +1,192 @@
+"""Judge an implementation's answer to a vector case against what the case expects.
+
+The reference answers a case through ``conformance.vectors``; a real library answers through its
+driver. Both answers take one form per kind (a validity, a header block, encoded bytes, a header
+operation's result, or ``Rejected``), and the comparisons here are the only ones: the harness
+asks this module, it does not compare on its own. Pure: no I/O.
+
+Rules every comparison shares:
+- ``Rejected`` is any refusal (an error, a local validation failure). Implementations do not use
+  the vectors' error names, so a rejection matches an expected error of any reason.
+- The order of different header keys is not judged when only it differs: ADR-4 keeps the values
+  of one key in order and says nothing of the order across keys (APIs group values by key). The
+  message says so, so a reader sees the difference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from conformance import headers, subjects
+
+Outcome = Literal["pass", "fail"]
+SHOWN = 300  # characters of one value a message shows
+
+
+@dataclass(frozen=True)
+class Judgement:
+    outcome: Outcome
+    message: str
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The implementation refused the input; ``detail`` is its own words."""
+
+    detail: str
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= SHOWN else text[:SHOWN] + f"... ({len(text)} characters)"
+
+
+def _pass(message: str) -> Judgement:
+    return Judgement("pass", message)
+
+
+def _fail(message: str) -> Judgement:
+    return Judgement("fail", message)
+
+
+def grouped(pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Header pairs as {name: values in order}: what ADR-4 fixes about their order."""
+    out: dict[str, list[str]] = {}
+    for name, value in pairs:
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def _same_fields(want: list[tuple[str, str]], got: list[tuple[str, str]]) -> str | None:
+    """None when the fields differ; else "" (identical) or a note (only the key order differs)."""
+    if got == want:
+        return ""
+    if grouped(got) == grouped(want):
+        return " (keys in another order; each key's values in order)"
+    return None
+
+
+def judge_valid(expect: dict[str, Any], got: bool) -> Judgement:
+    """subject.validate and name.validate: the implementation's verdict on validity."""
+    if got == expect["valid"]:
+        return _pass(f"{'valid' if got else 'invalid'}, as the documents say")
+    return _fail(f"the implementation says {'valid' if got else 'invalid'}, documents say "
+                 f"{'valid' if expect['valid'] else 'invalid'}")  # fmt: skip
+
+
+def expected_block(expect: dict[str, Any]) -> headers.HeaderBlock | None:
+    """The header block a headers.parse case expects; None when it expects an error."""
+    if "error" in expect:
+        return None
+    fields = tuple((name, value) for name, value in expect.get("headers", []))
+    return headers.HeaderBlock(expect.get("status"), expect.get("description"), fields)
+
+
+def judge_header_block(expect: dict[str, Any], got: headers.HeaderBlock | Rejected) -> Judgement:
+    """headers.parse: what the implementation made of a header block."""
+    want = expected_block(expect)
+    if want is None:
+        if isinstance(got, Rejected):
+            return _pass(f"rejected ({expect['error']} expected): {got.detail}")
+        return _fail(f"accepted a block the documents reject ({expect['error']}): {_short(got)}")
+    return judge_block(want, got)
+
+
+def judge_block(want: headers.HeaderBlock, got: headers.HeaderBlock | Rejected) -> Judgement:
+    """A header block as an implementation presents it against the block the documents give."""
+    if isinstance(got, Rejected):
+        return _fail(f"rejected a valid block: {got.detail}")
+    problems = []
+    if got.status != want.status:
+        problems.append(f"status {got.status!r}, documents {want.status!r}")
+    if got.description != want.description:
+        problems.append(f"description {got.description!r}, documents {want.description!r}")
+    note = _same_fields(list(want.fields), list(got.fields))
+    if note is None:
+        problems.append(
+            f"headers {_short(list(got.fields))}, documents {_short(list(want.fields))}"
+        )
+    if problems:
+        return _fail("; ".join(problems))
+    return _pass(f"status {want.status}, {len(want.fields)} header(s) as documented{note}")
+
+
+def judge_encoded_block(expect: dict[str, Any], got: bytes | Rejected) -> Judgement:
+    """headers.encode: the block the implementation produced for the case's headers."""
+    if "error" in expect:
+        if isinstance(got, Rejected):
+            return _pass(f"refused ({expect['error']} expected): {got.detail}")
+        return _fail(f"encoded headers the documents refuse ({expect['error']}) as {_short(got)}")
+    if isinstance(got, Rejected):
+        return _fail(f"refused headers the documents allow: {got.detail}")
+    from conformance.vectors import decode_bytes  # vectors imports this module
+
+    want = decode_bytes(expect["block"], "expect.block")
+    if got == want:
+        return _pass(f"block {_short(got)}")
+    parsed, reference = headers.parse_block(got), headers.parse_block(want)
+    if isinstance(parsed, headers.HeaderBlock) and isinstance(reference, headers.HeaderBlock):
+        note = _same_fields(list(reference.fields), list(parsed.fields))
+        if note and (parsed.status, parsed.description) == (
+            reference.status,
+            reference.description,
+        ):
+            return _pass(f"block {_short(got)}{note}")
+    return _fail(f"block {_short(got)}, documents {_short(want)}")
+
+
+def judge_header_op(
+    inp: dict[str, Any], expect: dict[str, Any], got: dict[str, Any] | Rejected
+) -> Judgement:
+    """headers.op: the result of get, values, set, delete or append through a header API."""
+    if isinstance(got, Rejected):
+        return _fail(f"the operation failed: {got.detail}")
+    if inp["op"] == "get":
+        want_value = expect.get("value", "")
+        value = got.get("value")
+        if value == want_value:
+            return _pass(f"get {inp['key']!r} gives {value!r}")
+        return _fail(f"get {inp['key']!r} gives {value!r}, documents {want_value!r}")
+    if inp["op"] == "values":
+        want_values = expect.get("values", [])
+        values = got.get("values")
+        if values == want_values:
+            return _pass(f"values {inp['key']!r} gives {_short(values)}")
+        return _fail(
+            f"values {inp['key']!r} gives {_short(values)}, documents {_short(want_values)}"
+        )
+    want = [(name, value) for name, value in expect.get("headers", [])]
+    pairs = [(name, value) for name, value in got.get("headers") or []]
+    note = _same_fields(want, pairs)
+    if note is None:
+        return _fail(f"{inp['op']} leaves {_short(pairs)}, documents {_short(want)}")
+    return _pass(f"{inp['op']} leaves {len(pairs)} header(s) as documented{note}")
+
+
+def judge_sent_subject(
+    expect: dict[str, Any], given: str, sent: str | Rejected | None
+) -> Judgement:
+    """subject.validate end to end: what went on the wire when a library was asked to use the
+    subject ``given`` (``sent``: the subject of the operation the reference parsed from its
+    bytes, ``Rejected`` when it refused before sending, None when nothing parseable went out).
+
+    An invalid subject may be refused locally or sent unchanged (the server then judges it);
+    becoming different bytes that read as another, valid operation is the failure: a subject
+    with a space turned into a subject and a reply, for example.
+    """
+    if isinstance(sent, Rejected):
+        if expect["valid"]:
+            return _fail(f"refused locally a subject the documents allow: {sent.detail}")
+        return _pass(f"refused locally: {sent.detail}")
+    if sent is None:
+        return _fail("nothing the reference can parse went out")
+    if sent == given:
+        if expect["valid"]:
+            return _pass("sent unchanged")
+        return _pass("sent unchanged, not refused locally (the server is left to refuse it)")
+    looks_valid = subjects.is_valid(sent, "subscribe")
+    return _fail(
+        f"asked for {given!r}, the bytes that went out carry the subject {sent!r}"
+        + (" (valid-looking: another operation than the one asked for)" if looks_valid else "")
+    )

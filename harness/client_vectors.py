@@ -1,0 +1,454 @@
+"""Every client-role vector against a client library: a role is a promise.
+
+Each vector whose ``roles`` name ``client`` gives rows for every client library, one per *path*
+by which the case reaches the library (the row id is ``<vector id>@<path>``):
+
+- ``decode``, ``encode``, ``op``: the library's own header parser, encoder and header API;
+- ``validate``: the library's own subject or name validation;
+- ``hmsg`` (and ``hmsg-survives``): the fake server delivers the header block in an HMSG to a
+  subscription of the library; for blocks the documents reject or leave open (status lines), a
+  ``must`` row of its own says whether the connection survived it (the library must not crash,
+  hang or silently drop the connection);
+- ``publish``, ``subscribe``, ``request``: the library is asked to use the subject against the
+  fake server, and what went on the wire (as the reference parses it) is judged: refused
+  locally, sent unchanged, or turned into other bytes.
+
+A kind no path reaches yet gets one ``skip`` row that says so, so the gap shows in every report.
+A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``), or whose
+command the driver answers ``unsupported``, skips the rest of its cases without calling again.
+Judging is ``conformance.judge``'s; this module only drives the library and collects answers.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from conformance import headers, judge, protocol, vectors
+from conformance.judge import Judgement, Rejected
+from harness.client_checks import (
+    HEADER,
+    QUIET,
+    STEP,
+    CheckResult,
+    Link,
+    Session,
+    Verdict,
+    _answer_requests,
+    _is,
+)
+from harness.driver import DriverError, DriverReply
+from harness.fake_server import FakeConnection, hmsg_op, msg_op
+
+if TYPE_CHECKING:
+    from harness.clients import ClientTarget
+
+# Driver error types that mean "the library refused this input" (protocol 1 says `invalid`,
+# protocol 2 `refused` for a refusal before anything was sent).
+REFUSALS = frozenset({"refused", "invalid", "protocol", "other"})
+# ... and those that mean the connection or the driver is in trouble, not the input.
+TROUBLE = frozenset({"connection", "timeout"})
+HEADERS_SUBJECT = "conformance.headers"
+AFTER = b"after"  # payload of the MSG sent behind a header block: its delivery proves survival
+REQUEST_TIMEOUT_MS = int(STEP * 1000)
+
+
+@dataclass(frozen=True)
+class RowSpec:
+    suffix: str  # the path's name, after "@" in the row id
+    level: str
+
+
+@dataclass(frozen=True)
+class ClientPath:
+    """One way a case of some kind reaches a library."""
+
+    name: str
+    capability: str | None  # what a protocol-2 driver must declare; None: every driver
+    how: str  # the start of the row's description
+    run: Callable[[PathRun, vectors.Case], Iterable[tuple[str, Judgement]]]
+    applies: Callable[[vectors.Case], str | None] = lambda case: None  # why not, or None
+    rows: Callable[[vectors.Case], list[RowSpec]] | None = None  # default: one at case level
+
+    def row_specs(self, case: vectors.Case) -> list[RowSpec]:
+        return self.rows(case) if self.rows else [RowSpec(self.name, case.level)]
+
+
+class PathRun:
+    """The state of one path over its cases: the driver session, the fake-server link, and
+    the reason every further case is skipped once the library turns out not to support it."""
+
+    def __init__(self, s: Session, stack: ExitStack) -> None:
+        self.s = s
+        self._stack = stack
+        self._links: dict[str, Link] = {}
+        self.unsupported = ""
+
+    def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
+        if name not in self._links:
+            self._links[name] = self._stack.enter_context(Link(self.s, subject, **server_args))
+        return self._links[name]
+
+    def call(self, cmd: str, **args: Any) -> DriverReply:
+        """A driver call whose ``unsupported`` answer skips this and every later case."""
+        answer = self.s.call(cmd, **args)
+        if not answer.ok and answer.error_type == "unsupported":
+            self.unsupported = f"{cmd} unsupported: {answer.error_message}"
+            raise Verdict("skip", self.unsupported)
+        return answer
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _trouble(answer: DriverReply) -> Verdict:
+    return Verdict("error", f"{answer.error_type}: {answer.error_message}")
+
+
+def _refusal(answer: DriverReply) -> Rejected:
+    """A failed answer as a rejection of the input; the connection or driver failing is not."""
+    if answer.error_type in TROUBLE:
+        raise _trouble(answer)
+    return Rejected(f"{answer.error_type}: {answer.error_message}")
+
+
+def _block_of(result: dict[str, Any]) -> headers.HeaderBlock:
+    pairs = tuple((name, value) for name, value in result.get("headers") or [])
+    return headers.HeaderBlock(result.get("status"), result.get("description"), pairs)
+
+
+# --- direct paths: the library's own code, no connection --------------------------------------
+
+
+def _decode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    block = vectors.decode_bytes(case.data["input"]["block"])
+    answer = r.call("decode_headers", block_b64=_b64(block))
+    got = _block_of(answer.result) if answer.ok else _refusal(answer)
+    yield "decode", judge.judge_header_block(case.data["expect"], got)
+
+
+def _encode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    answer = r.call("encode_headers", headers=case.data["input"]["headers"])
+    got = base64.b64decode(answer.result["block_b64"]) if answer.ok else _refusal(answer)
+    yield "encode", judge.judge_encoded_block(case.data["expect"], got)
+
+
+def _encode_applies(case: vectors.Case) -> str | None:
+    inp = case.data["input"]
+    if inp.get("status") is not None or inp.get("description") is not None:
+        return "encode_headers takes header fields only, no status line"
+    return None
+
+
+def _op(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    answer = r.call(
+        "headers_op", headers=inp["headers"], case=inp["case"], op=inp["op"], key=inp["key"],
+        value=inp.get("value"),
+    )  # fmt: skip
+    got = answer.result if answer.ok else _refusal(answer)
+    yield "op", judge.judge_header_op(inp, case.data["expect"], got)
+
+
+def _validate_subject(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    answer = r.call("validate_subject", subject=inp["subject"], use=inp["use"])
+    if not answer.ok:
+        raise _trouble(answer)
+    yield "validate", judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
+
+
+def _subject_validate_applies(case: vectors.Case) -> str | None:
+    if case.data["input"]["use"] == "reply":
+        return "validate_subject takes publish and subscribe subjects; reply subjects are reached by the publish path"  # noqa: E501
+    return None
+
+
+def _validate_name(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    answer = r.call("validate_name", production=inp["production"], name=inp["name"])
+    if not answer.ok:
+        raise _trouble(answer)
+    yield "validate", judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
+
+
+def _name_validate_applies(case: vectors.Case) -> str | None:
+    inp = case.data["input"]
+    if inp.get("platform", "unix") != "unix" or inp.get("internal", False):
+        return "validate_name has no platform or internal-use argument: Unix names only"
+    return None
+
+
+# --- end to end: the fake server and what went on the wire ------------------------------------
+
+
+def _uncertain_block(case: vectors.Case) -> bool:
+    """A block the documents reject, or a status line they leave open."""
+    expect = case.data["expect"]
+    return "error" in expect or expect.get("status") is not None
+
+
+def _hmsg_rows(case: vectors.Case) -> list[RowSpec]:
+    rows = [RowSpec("hmsg", case.level)]
+    if _uncertain_block(case):
+        rows.append(RowSpec("hmsg-survives", "must"))
+    return rows
+
+
+def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    """Deliver the block in an HMSG, then a plain MSG on the same subscription: the MSG arriving
+    proves that the connection survived and that the HMSG was delivered or dropped before it."""
+    s, link = r.s, r.link("hmsg", HEADERS_SUBJECT)
+    conn, sid = link.get()
+    s.discard_events()  # what earlier cases left behind
+    block = vectors.decode_bytes(case.data["input"]["block"])
+    conn.send(hmsg_op(HEADERS_SUBJECT, sid, block, b"x") + msg_op(HEADERS_SUBJECT, sid, AFTER))
+    received: list[dict[str, Any]] = []
+    deadline = time.monotonic() + STEP
+    while not received or _payload(received[-1]) != AFTER:
+        remaining = deadline - time.monotonic()
+        event = s.wait_event(_is("message", sub=link.sub), timeout=remaining, stop=_is("closed"))
+        if event is None:
+            break
+        received.append(event)
+    arrived = bool(received) and _payload(received[-1]) == AFTER
+    if not arrived:
+        link.broken = True
+    seen = s.seen()
+    errors = [e for e in seen if e.get("event") == "error"]
+    closed = any(e.get("event") == "closed" for e in seen)
+    delivered = next((e for e in received if _payload(e) != AFTER), None)
+    got: headers.HeaderBlock | Rejected
+    if delivered is not None:
+        got = _block_of(delivered)
+    else:
+        said = "; ".join(str(e.get("message")) for e in errors) or "no error reported"
+        got = Rejected(f"not delivered ({said})")
+    yield "hmsg", judge.judge_header_block(case.data["expect"], got)
+    if _uncertain_block(case):
+        yield "hmsg-survives", _survival(arrived, closed, errors)
+
+
+def _payload(event: dict[str, Any]) -> bytes:
+    return base64.b64decode(event.get("payload_b64") or "")
+
+
+def _survival(after: bool, closed: bool, errors: list[dict[str, Any]]) -> Judgement:
+    if after:
+        return Judgement("pass", "the connection stayed usable (the next message arrived)")
+    if closed and errors:
+        said = "; ".join(str(e.get("message")) for e in errors)
+        return Judgement("pass", f"the library reported the problem and closed: {said}")
+    if closed:
+        return Judgement("fail", "the library closed the connection without reporting an error")
+    return Judgement("fail", f"the next message did not arrive within {STEP:g} s (hung)")
+
+
+def _wire_subject(
+    r: PathRun,
+    link: Link,
+    conn: FakeConnection,
+    after: int,
+    answer: DriverReply,
+    kind: Any,
+    field: str,
+) -> str | Rejected | None:
+    """What the library put on the wire after ``after`` for a call answered by ``answer``: the
+    ``field`` of the first operation of ``kind``; a rejection when it refused before sending;
+    None when nothing the reference can parse went out."""
+    if not answer.ok and answer.error_type in TROUBLE:
+        link.broken = True
+        raise _trouble(answer)
+    if not answer.ok:
+        # A refusal may follow bytes already buffered: a flush writes them out, and its PING on
+        # the wire comes after them.
+        r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
+        conn.wait_for(protocol.Ping, timeout=QUIET, after=after)
+    op = conn.wait_for(kind, timeout=STEP if answer.ok else 0.0, after=after)
+    if op is not None:
+        return str(getattr(op, field))
+    if conn.parse_error is not None:
+        link.broken = True
+        return None
+    if not answer.ok:
+        return _refusal(answer)
+    return Rejected("the library accepted the call but sent nothing")
+
+
+def _publish(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    link = r.link("publish")
+    conn, _ = link.get()
+    subject, reply = (
+        ("conformance.reply", inp["subject"]) if inp["use"] == "reply" else (inp["subject"], None)
+    )
+    after = conn.count()
+    answer = r.s.call("publish", subject=subject, reply=reply, headers=None, payload_b64="")
+    field = "reply" if reply is not None else "subject"
+    sent = _wire_subject(r, link, conn, after, answer, protocol.Pub | protocol.HPub, field)
+    yield "publish", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
+
+
+def _subscribe(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    link = r.link("subscribe")
+    conn, _ = link.get()
+    after = conn.count()
+    answer = r.s.call("subscribe", subject=inp["subject"], queue=None)
+    sent = _wire_subject(r, link, conn, after, answer, protocol.Sub, "subject")
+    yield "subscribe", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
+
+
+def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    link = r.link("request", reactions=[_answer_requests(HEADER)])
+    conn, _ = link.get()
+    after = conn.count()
+    answer = r.s.call(
+        "request", subject=inp["subject"], headers=None, payload_b64="",
+        timeout_ms=REQUEST_TIMEOUT_MS, timeout=2 * STEP,
+    )  # fmt: skip
+    if not answer.ok and answer.error_type == "timeout":
+        answer = DriverReply(True, {}, None, None)  # judged by what went out, not the answer
+    sent = _wire_subject(r, link, conn, after, answer, protocol.Pub | protocol.HPub, "subject")
+    yield "request", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
+
+
+def _publish_applies(case: vectors.Case) -> str | None:
+    return None if case.data["input"]["use"] in ("publish", "reply") else "a subscribe subject"
+
+
+def _subscribe_applies(case: vectors.Case) -> str | None:
+    return None if case.data["input"]["use"] == "subscribe" else "not a subscribe subject"
+
+
+def _request_applies(case: vectors.Case) -> str | None:
+    return None if case.data["input"]["use"] == "publish" else "not a publish subject"
+
+
+PATHS: dict[str, tuple[ClientPath, ...]] = {
+    "headers.parse": (
+        ClientPath("decode", "decode_headers", "The library's header parser", _decode),
+        ClientPath("hmsg", "headers", "Delivered in an HMSG by the fake server", _hmsg,
+                   rows=_hmsg_rows),
+    ),
+    "headers.encode": (
+        ClientPath("encode", "encode_headers", "The library's header encoder", _encode,
+                   _encode_applies),
+    ),
+    "headers.op": (ClientPath("op", "headers_op", "The library's header API", _op),),
+    "subject.validate": (
+        ClientPath("validate", "validate_subject", "The library's subject validation",
+                   _validate_subject, _subject_validate_applies),
+        ClientPath("publish", None, "Published to the fake server", _publish, _publish_applies),
+        ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
+                   _subscribe_applies),
+        ClientPath("request", "request", "Requested from the fake server", _request,
+                   _request_applies),
+    ),
+    "name.validate": (
+        ClientPath("validate", "validate_name", "The library's name validation", _validate_name,
+                   _name_validate_applies),
+    ),
+}  # fmt: skip
+NOT_REACHED = "client"  # the row suffix of a kind no path reaches yet
+
+
+def client_cases(loaded: Iterable[vectors.Case]) -> list[vectors.Case]:
+    """The cases every client library is checked with: those whose roles name ``client``."""
+    return [case for case in loaded if "client" in case.roles]
+
+
+def _lacks(client: ClientTarget, capability: str | None) -> str | None:
+    """Why a protocol-2 driver cannot take a path; None when it can, or when it does not say."""
+    declared = getattr(client, "capabilities", None)
+    if capability is None or declared is None or capability in declared:
+        return None
+    return f"the {client.library} driver does not declare the {capability} capability"
+
+
+def _result(
+    case: vectors.Case,
+    spec: RowSpec,
+    how: str,
+    outcome: str,
+    message: str,
+    ms: float,
+    transcript: str = "",
+) -> CheckResult:
+    description = f"{how} (vector {case.id}): {case.data['description']}"
+    shown = transcript if outcome != "pass" else ""
+    return CheckResult(
+        f"{case.id}@{spec.suffix}", spec.level, case.source, outcome, message, round(ms, 3),
+        shown, description, group=case.group,
+    )  # fmt: skip
+
+
+def _run_case(
+    r: PathRun, path: ClientPath, case: vectors.Case, specs: list[RowSpec]
+) -> list[CheckResult]:
+    started = time.monotonic()
+    produced: dict[str, Judgement] = {}
+    ending: Verdict | None = None
+    try:
+        if r.unsupported:
+            raise Verdict("skip", r.unsupported)
+        for suffix, judgement in path.run(r, case):
+            produced[suffix] = judgement
+    except Verdict as verdict:
+        ending = verdict
+    except DriverError as exc:
+        ending = Verdict("error", f"driver: {exc}")
+    except Exception as exc:  # a bug in a path: the other cases still run
+        ending = Verdict("error", f"path {path.name} raised {type(exc).__name__}: {exc}")
+    ms = (time.monotonic() - started) * 1000
+    out = []
+    for spec in specs:
+        got = produced.get(spec.suffix)
+        if got is not None:
+            outcome, message = got.outcome, got.message
+        elif ending is not None:
+            outcome, message = ending.outcome, ending.message
+        else:
+            outcome, message = "error", "the path gave no verdict for this row"
+        out.append(_result(case, spec, path.how, outcome, message, ms, r.s.transcript))
+    return out
+
+
+def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[CheckResult]:
+    """Every client-role case through every path of its kind, as rows, each as soon as known."""
+    by_kind: dict[str, list[vectors.Case]] = {}
+    for case in client_cases(cases):
+        by_kind.setdefault(case.kind, []).append(case)
+    for kind, kind_cases in by_kind.items():
+        paths = PATHS.get(kind, ())
+        if not paths:
+            reason = f"no client path reaches {kind} vectors yet"
+            for case in kind_cases:
+                spec = RowSpec(NOT_REACHED, case.level)
+                yield _result(case, spec, "Not reached", "skip", reason, 0.0)
+            continue
+        for path in paths:
+            yield from _run_path(client, path, kind_cases)
+
+
+def _run_path(
+    client: ClientTarget, path: ClientPath, cases: list[vectors.Case]
+) -> Iterator[CheckResult]:
+    lacking = _lacks(client, path.capability)
+    with ExitStack() as stack:
+        s = stack.enter_context(Session(client))
+        r = PathRun(s, stack)
+        for case in cases:
+            specs = path.row_specs(case)
+            reason = lacking or path.applies(case)
+            if reason is not None:
+                for spec in specs:
+                    yield _result(case, spec, path.how, "skip", reason, 0.0)
+                continue
+            yield from _run_case(r, path, case, specs)
