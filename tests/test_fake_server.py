@@ -518,4 +518,3 @@ def test_nats_py_known_behaviour(client_runs: Callable[[str], Run]) -> None:
     # Its parser matches upper-case operation names only (protocol/parser.py regexes).
     assert by_id["client.msg.lower-case"].outcome == "fail"
     assert by_id["client.ping.lower-case"].outcome == "fail"
-
