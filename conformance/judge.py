@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from conformance import headers, subjects
+from conformance import headers, protocol, subjects
 
 Outcome = Literal["pass", "fail"]
 SHOWN = 300  # characters of one value a message shows
@@ -190,3 +190,111 @@ def judge_sent_subject(
         f"asked for {given!r}, the bytes that went out carry the subject {sent!r}"
         + (" (valid-looking: another operation than the one asked for)" if looks_valid else "")
     )
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message a client delivered, as it presents it (``block`` None: no header block)."""
+
+    sid: str
+    subject: str
+    reply: str | None
+    payload: bytes
+    block: headers.HeaderBlock | None
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """What a client did with bytes a server sent it: the messages it delivered, the PONGs it
+    sent after them (the test server's own probe PING included when ``probed``), the errors it
+    reported, and whether it closed the connection."""
+
+    delivered: tuple[Delivery, ...]
+    pongs: int
+    errors: tuple[str, ...]
+    closed: bool
+    probed: bool
+
+
+def expected_deliveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The MSG and HMSG operations among a protocol.parse case's expected events."""
+    return [e for e in events if e.get("op") in ("MSG", "HMSG")]
+
+
+def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
+    """protocol.parse in the server direction, as a client library sees it.
+
+    MSG and HMSG must be delivered (in order per subscription; the documents fix no order across
+    subscriptions);
+    each PING answered by a PONG; an error the documents say closes must end the connection or be
+    reported, and nothing after it delivered; with no error, the client must stay usable (answer
+    the probe PING sent after the bytes). Input that ends inside an operation delivers nothing of
+    it and keeps the connection open.
+    """
+    from conformance.vectors import decode_bytes  # vectors imports this module
+
+    events = expect["events"]
+    problems = _delivery_problems(expected_deliveries(events), got.delivered, decode_bytes)
+    pings = sum(1 for e in events if e.get("op") == "PING")
+    error = next((e["error"] for e in events if "error" in e), None)
+    errs = [protocol.err_closes(e["message"]) for e in events if e.get("op") == "-ERR"]
+    if got.pongs < pings:
+        problems.append(f"answered {got.pongs} of {pings} PING(s)")
+    alive = got.probed and got.pongs > pings and not got.closed
+    if True in errs and error is None:
+        # After a closing -ERR the connection is no longer valid: ending it is right, and so is
+        # reporting the error (the test server does not close it).
+        if not (got.closed or got.errors):
+            problems.append("went on silently after an -ERR the documents say ends the connection")
+    elif None in errs and error is None and got.closed and got.errors:
+        pass  # a text the documents do not list: ending the connection after reporting it is fine
+    elif error is not None:
+        if error["closes"] and not (got.closed or got.errors):
+            problems.append(
+                f"went on as if nothing happened after the error ({error['reason']}; the "
+                "documents: the connection ends)"
+            )
+    elif expect.get("incomplete", False):
+        if got.closed:
+            problems.append("closed the connection on an operation that had not ended yet")
+    elif not alive:
+        state = "closed the connection" if got.closed else "did not answer the PING after it"
+        problems.append(f"{state}{': ' + '; '.join(got.errors) if got.errors else ''}")
+    if problems:
+        return _fail("; ".join(problems))
+    said = f"; reported {'; '.join(got.errors)}" if got.errors else ""
+    ended = "closed" if got.closed else ("usable" if alive else "open")
+    return _pass(f"{len(got.delivered)} message(s) as documented, connection {ended}{said}")
+
+
+def _delivery_problems(
+    want: list[dict[str, Any]], got: tuple[Delivery, ...], decode: Any
+) -> list[str]:
+    problems = []
+    for sid in dict.fromkeys([str(w["sid"]) for w in want] + [d.sid for d in got]):
+        wanted = [w for w in want if str(w["sid"]) == sid]
+        delivered = [d for d in got if d.sid == sid]
+        if len(delivered) != len(wanted):
+            problems.append(f"sid {sid}: {len(delivered)} message(s) delivered, {len(wanted)} sent")
+            continue
+        for w, d in zip(wanted, delivered, strict=True):
+            problems += _message_problems(w, d, decode)
+    return problems
+
+
+def _message_problems(want: dict[str, Any], got: Delivery, decode: Any) -> list[str]:
+    problems = []
+    if got.subject != want["subject"]:
+        problems.append(f"subject {got.subject!r}, documents {want['subject']!r}")
+    if got.reply != want.get("reply"):
+        problems.append(f"reply {got.reply!r}, documents {want.get('reply')!r}")
+    payload = decode(want["payload"], "expect.payload")
+    if got.payload != payload:
+        problems.append(f"payload {_short(got.payload)}, documents {_short(payload)}")
+    if want["op"] == "HMSG":
+        block = headers.parse_block(decode(want["headers"], "expect.headers"))
+        if isinstance(block, headers.HeaderBlock):
+            shown = judge_block(block, got.block or headers.HeaderBlock(None, None, ()))
+            if shown.outcome == "fail":
+                problems.append(shown.message)
+    return problems

@@ -176,6 +176,43 @@ SERVER_ERRORS: dict[str, tuple[str | None, bool]] = {
 }
 
 
+# -ERR texts a server sends (client-protocol.txt, "+OK/ERR"): those after which the connection is
+# no longer valid, and the starts of those after which it stays open (the permission ones end
+# with the subject).
+CLOSING_ERRORS: tuple[str, ...] = (
+    "Unknown Protocol Operation",
+    "Attempted To Connect To Route Port",
+    "Authorization Violation",
+    "Authorization Timeout",
+    "Invalid Client Protocol",
+    "Maximum Control Line Exceeded",
+    "Parser Error",
+    "Secure Connection - TLS Required",
+    "Stale Connection",
+    "Maximum Connections Exceeded",
+    "Slow Consumer",
+    "Maximum Payload Violation",
+)
+OPEN_ERRORS: tuple[str, ...] = (
+    "Invalid Subject",
+    "Permissions Violation for Subscription to",
+    "Permissions Violation for Publish to",
+)
+
+
+def err_closes(message: str) -> bool | None:
+    """Whether the documents say the connection closes after ``-ERR message`` (the text after
+    ``-ERR ``, quotes included); None for a text they do not list."""
+    text = message.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        text = text[1:-1]
+    if text in CLOSING_ERRORS:
+        return True
+    if any(text == start or text.startswith(start + " ") for start in OPEN_ERRORS):
+        return False
+    return None
+
+
 def protocol_error(reason: str, direction: Direction, detail: str = "") -> ProtocolError:
     """The error value for ``reason``; a client finding it in server bytes has no -ERR to send."""
     err, closes = SERVER_ERRORS[reason]

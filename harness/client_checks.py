@@ -83,24 +83,10 @@ def _def(case_id: str, level: str, document: str, section: str, quote: str, text
 
 
 # -ERR texts (client-protocol.txt, "+OK/ERR"): the closing ones, then those that keep it open.
-CLOSING_ERRORS = (
-    "Unknown Protocol Operation",
-    "Attempted To Connect To Route Port",
-    "Authorization Violation",
-    "Authorization Timeout",
-    "Invalid Client Protocol",
-    "Maximum Control Line Exceeded",
-    "Parser Error",
-    "Secure Connection - TLS Required",
-    "Stale Connection",
-    "Maximum Connections Exceeded",
-    "Slow Consumer",
-    "Maximum Payload Violation",
-)
+CLOSING_ERRORS = protocol.CLOSING_ERRORS
 OPEN_ERRORS = (
-    "Invalid Subject",
-    "Permissions Violation for Subscription to conformance.denied",
-    "Permissions Violation for Publish to conformance.denied",
+    protocol.OPEN_ERRORS[0],
+    *(f"{start} conformance.denied" for start in protocol.OPEN_ERRORS[1:]),
 )
 
 

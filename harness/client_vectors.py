@@ -40,9 +40,11 @@ from harness.client_checks import (
     Verdict,
     _answer_requests,
     _is,
+    connected,
 )
 from harness.driver import DriverError, DriverReply
 from harness.fake_server import FakeConnection, hmsg_op, msg_op
+from harness.fake_server import encode as encode_op
 
 if TYPE_CHECKING:
     from harness.clients import ClientTarget
@@ -319,6 +321,101 @@ def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     yield "request", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
 
 
+def _needed_sids(case: vectors.Case) -> set[str]:
+    return {str(e["sid"]) for e in judge.expected_deliveries(case.data["expect"]["events"])}
+
+
+def _subscribe_all(r: PathRun, conn: FakeConnection, count: int) -> dict[str, str]:
+    """``count`` subscriptions to ``>``: {driver handle: the sid the library put on the wire}."""
+    handles = {}
+    for _ in range(count):
+        after = conn.count()
+        answer = r.s.call("subscribe", subject=">", queue=None)
+        sub = conn.wait_for(protocol.Sub, timeout=STEP, after=after) if answer.ok else None
+        if sub is None:
+            raise Verdict("error", f"could not subscribe: {answer.error_message or 'no SUB sent'}")
+        handles[str(answer.result.get("sub"))] = sub.sid
+    return handles
+
+
+def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    """The fake server sends the case's bytes to a library subscribed (to ``>``) under the sids
+    the case uses, then a PING: what the library delivers, answers, reports and closes."""
+    inp, expect = case.data["input"], case.data["expect"]
+    needed = _needed_sids(case)
+    count = max([int(sid) for sid in needed if sid.isdigit()], default=1)
+    limits = inp.get("limits", {})
+    info = {"max_payload": limits["max_payload"]} if "max_payload" in limits else {}
+    options = {} if inp.get("headers", True) else {"headers": False}
+    with connected(r.s, options=options, info=info) as (_, conn):
+        handles = _subscribe_all(r, conn, count)
+        if not needed <= set(handles.values()):
+            raise Verdict(
+                "skip",
+                f"the case needs sid(s) {sorted(needed)}; the library numbered its "
+                f"subscriptions {sorted(handles.values())}",
+            )
+        r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
+        r.s.discard_events()
+        after = conn.count()
+        conn.send(vectors.decode_bytes(inp["bytes"], "input.bytes"))
+        probed = not expect.get("incomplete", False)
+        pings = sum(1 for e in expect["events"] if e.get("op") == "PING")
+        if probed:
+            conn.send(encode_op(protocol.Ping()))
+            _wait_pongs(r, conn, after, pings + 1)
+        else:
+            time.sleep(QUIET)  # anything of an unfinished operation delivered shows by then
+        wanted = len(judge.expected_deliveries(expect["events"]))
+        seen = _settle_deliveries(r, wanted)
+        reaction = judge.Reaction(
+            delivered=tuple(_delivery(e, handles) for e in seen if e.get("event") == "message"),
+            pongs=len([e for e in conn.events()[after:] if isinstance(e, protocol.Pong)]),
+            errors=tuple(str(e.get("message")) for e in seen if e.get("event") == "error"),
+            closed=conn.closed_by_client or any(e.get("event") == "closed" for e in seen),
+            probed=probed,
+        )
+    yield "receive", judge.judge_reaction(expect, reaction)
+
+
+def _wait_pongs(r: PathRun, conn: FakeConnection, after: int, want: int) -> None:
+    """Until the client sent ``want`` PONGs after ``after``, closed, or STEP passed."""
+    deadline = time.monotonic() + STEP
+    while time.monotonic() < deadline and not conn.closed_by_client:
+        pongs = [e for e in conn.events()[after:] if isinstance(e, protocol.Pong)]
+        if len(pongs) >= want or any(e.get("event") == "closed" for e in r.s.seen()):
+            return
+        time.sleep(0.01)
+
+
+def _settle_deliveries(r: PathRun, wanted: int) -> list[dict[str, Any]]:
+    """The driver's events, once ``wanted`` messages arrived (a library may answer a PING before
+    its message callbacks ran) or QUIET passed; then a short look for more."""
+    deadline = time.monotonic() + QUIET
+    while time.monotonic() < deadline:
+        if sum(1 for e in r.s.seen() if e.get("event") == "message") >= wanted:
+            break
+        time.sleep(0.01)
+    return r.s.seen(timeout=0.05)
+
+
+def _delivery(event: dict[str, Any], handles: dict[str, str]) -> judge.Delivery:
+    has_block = event.get("headers") is not None or event.get("status") is not None
+    return judge.Delivery(
+        sid=handles.get(str(event.get("sub")), f"handle {event.get('sub')}"),
+        subject=str(event.get("subject")),
+        reply=event.get("reply"),
+        payload=_payload(event),
+        block=_block_of(event) if has_block else None,
+    )
+
+
+def _receive_applies(case: vectors.Case) -> str | None:
+    if case.data["input"]["direction"] != "server":
+        return "bytes a client sends: a server parses them (the server role)"
+    return None
+
+
 def _publish_applies(case: vectors.Case) -> str | None:
     return None if case.data["input"]["use"] in ("publish", "reply") else "a subscribe subject"
 
@@ -350,6 +447,10 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
                    _subscribe_applies),
         ClientPath("request", "request", "Requested from the fake server", _request,
                    _request_applies),
+    ),
+    "protocol.parse": (
+        ClientPath("receive", None, "Sent by the fake server to the library", _receive,
+                   _receive_applies),
     ),
     "name.validate": (
         ClientPath("validate", "validate_name", "The library's name validation", _validate_name,

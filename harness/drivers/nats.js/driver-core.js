@@ -4,6 +4,10 @@
 // each driver.js injects what differs between them (see runDriver's `lib` argument).
 const readline = require("node:readline");
 
+// stdout carries the protocol only: the library's own console output (it logs a parse error
+// with console.log when its reader stops) goes to stderr with the driver's log.
+console.log = console.info = console.debug = console.error;
+
 const PROTOCOL = "nats-conformance-driver/1";
 // The connect options of the protocol; anything else is refused rather than ignored.
 const CONNECT_OPTIONS = new Set([
