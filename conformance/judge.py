@@ -37,6 +37,14 @@ class Rejected:
     detail: str
 
 
+@dataclass(frozen=True)
+class Malformed:
+    """What an implementation sent is not a well-formed operation; ``detail`` is the reference
+    parser's reason."""
+
+    detail: str
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= SHOWN else text[:SHOWN] + f"... ({len(text)} characters)"
@@ -165,7 +173,7 @@ def judge_header_op(
 
 
 def judge_sent_subject(
-    expect: dict[str, Any], given: str, sent: str | Rejected | None
+    expect: dict[str, Any], given: str, sent: str | Rejected | Malformed
 ) -> Judgement:
     """subject.validate end to end: what went on the wire when a library was asked to use the
     subject ``given`` (``sent``: the subject of the operation the reference parsed from its
@@ -179,8 +187,8 @@ def judge_sent_subject(
         if expect["valid"]:
             return _fail(f"refused locally a subject the documents allow: {sent.detail}")
         return _pass(f"refused locally: {sent.detail}")
-    if sent is None:
-        return _fail("nothing the reference can parse went out")
+    if isinstance(sent, Malformed):
+        return _fail(f"the bytes that went out are not a well-formed operation: {sent.detail}")
     if sent == given:
         if expect["valid"]:
             return _pass("sent unchanged")
@@ -295,6 +303,54 @@ def _message_problems(want: dict[str, Any], got: Delivery, decode: Any) -> list[
         block = headers.parse_block(decode(want["headers"], "expect.headers"))
         if isinstance(block, headers.HeaderBlock):
             shown = judge_block(block, got.block or headers.HeaderBlock(None, None, ()))
+            if shown.outcome == "fail":
+                problems.append(shown.message)
+    return problems
+
+
+def judge_sent_op(
+    expect: dict[str, Any],
+    asked: protocol.Op,
+    sent: protocol.Op | Rejected | Malformed,
+    *,
+    chosen: frozenset[str] = frozenset(),
+) -> Judgement:
+    """protocol.encode through a client API: the operation the library put on the wire (as the
+    reference parsed it) for the operation it was asked to send. Fields in ``chosen`` are the
+    library's to pick (a sid); a header block is judged by its fields, as ``judge_block``.
+
+    An operation the documents cannot encode may be refused locally or sent as asked (the server
+    then judges it); arriving as another operation is the failure, as for subjects.
+    """
+    if isinstance(sent, Rejected):
+        if "error" in expect:
+            return _pass(f"refused locally ({expect['error']} expected): {sent.detail}")
+        return _fail(f"refused locally an operation the documents allow: {sent.detail}")
+    if isinstance(sent, Malformed):
+        return _fail(f"the bytes that went out are not a well-formed operation: {sent.detail}")
+    problems = _op_differences(asked, sent, chosen)
+    if problems:
+        return _fail(f"sent {_short(protocol.op_fields(sent))}: " + "; ".join(problems))
+    if "error" in expect:
+        return _pass("sent as asked, not refused locally (the server is left to refuse it)")
+    return _pass("sent as asked")
+
+
+def _op_differences(asked: protocol.Op, sent: protocol.Op, chosen: frozenset[str]) -> list[str]:
+    want, got = protocol.op_fields(asked), protocol.op_fields(sent)
+    if want["op"] != got["op"] and {want["op"], got["op"]} != {"PUB", "HPUB"}:
+        return [f"a {got['op']}, not a {want['op']}"]
+    problems = []
+    for name in sorted((set(want) | set(got)) - chosen - {"op", "headers"}):
+        if want.get(name) != got.get(name):
+            problems.append(f"{name} {_short(got.get(name))}, asked {_short(want.get(name))}")
+    if "headers" in want or "headers" in got:
+        asked_block = headers.parse_block(want.get("headers") or b"NATS/1.0\r\n\r\n")
+        sent_block = headers.parse_block(got.get("headers") or b"NATS/1.0\r\n\r\n")
+        if isinstance(sent_block, headers.HeaderError):
+            problems.append(f"a header block the reference rejects ({sent_block.reason})")
+        elif isinstance(asked_block, headers.HeaderBlock):
+            shown = judge_block(asked_block, sent_block)
             if shown.outcome == "fail":
                 problems.append(shown.message)
     return problems

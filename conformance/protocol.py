@@ -155,6 +155,9 @@ class ProtocolError:
     err: str | None
     closes: bool
     detail: str = ""
+    # The operation as sent, when the error is about a subject it carries rather than its
+    # framing: whoever watches a client (a test server) still sees what it sent.
+    op: Op | None = field(default=None, compare=False)
 
     def to_err(self) -> Err | None:
         """The -ERR a server sends for this error, or None where the documents give no text."""
@@ -514,9 +517,11 @@ class Parser:
         if len(args) not in (2, 3):
             return self._error("parser_error", f"SUB takes 2 or 3 arguments, got {len(args)}")
         subject = _text(args[0])
+        sub = Sub(subject, _text(args[1]) if len(args) == 3 else None, _text(args[-1]))
         if not subjects.is_valid(subject, "subscribe"):
-            return self._error("invalid_subject", f"subscription subject {subject!r}")
-        return Sub(subject, _text(args[1]) if len(args) == 3 else None, _text(args[-1]))
+            error = self._error("invalid_subject", f"subscription subject {subject!r}")
+            return ProtocolError(error.reason, error.err, error.closes, error.detail, sub)
+        return sub
 
     def _unsub(self, rest: bytes) -> Event:
         args = rest.split()

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from conformance import headers, judge, protocol, vectors
-from conformance.judge import Judgement, Rejected
+from conformance.judge import Judgement, Malformed, Rejected
 from harness.client_checks import (
     HEADER,
     QUIET,
@@ -251,18 +251,14 @@ def _survival(after: bool, closed: bool, errors: list[dict[str, Any]]) -> Judgem
     return Judgement("fail", f"the next message did not arrive within {STEP:g} s (hung)")
 
 
-def _wire_subject(
-    r: PathRun,
-    link: Link,
-    conn: FakeConnection,
-    after: int,
-    answer: DriverReply,
-    kind: Any,
-    field: str,
-) -> str | Rejected | None:
+def _wire_op(
+    r: PathRun, link: Link, conn: FakeConnection, after: int, answer: DriverReply, kind: Any
+) -> protocol.Op | Rejected | Malformed:
     """What the library put on the wire after ``after`` for a call answered by ``answer``: the
-    ``field`` of the first operation of ``kind``; a rejection when it refused before sending;
-    None when nothing the reference can parse went out."""
+    first operation of ``kind``; a rejection when it refused before sending; ``Malformed`` when
+    what went out does not parse."""
+    if not answer.ok and answer.error_type == "unsupported":
+        raise Verdict("skip", f"unsupported: {answer.error_message}")
     if not answer.ok and answer.error_type in TROUBLE:
         link.broken = True
         raise _trouble(answer)
@@ -271,15 +267,39 @@ def _wire_subject(
         # the wire comes after them.
         r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
         conn.wait_for(protocol.Ping, timeout=QUIET, after=after)
-    op = conn.wait_for(kind, timeout=STEP if answer.ok else 0.0, after=after)
+    # An operation with an invalid subject parses as an error that carries the operation.
+    found = conn.wait_for(
+        kind | protocol.ProtocolError,
+        timeout=STEP if answer.ok else 0.0,
+        after=after,
+        match=lambda e: not isinstance(e, protocol.ProtocolError) or isinstance(e.op, kind),
+    )
+    op = found.op if isinstance(found, protocol.ProtocolError) else found
     if op is not None:
-        return str(getattr(op, field))
+        return op
     if conn.parse_error is not None:
         link.broken = True
-        return None
+        return Malformed(f"{conn.parse_error.reason}: {conn.parse_error.detail}")
     if not answer.ok:
         return _refusal(answer)
     return Rejected("the library accepted the call but sent nothing")
+
+
+def _wire_subject(
+    r: PathRun,
+    link: Link,
+    conn: FakeConnection,
+    after: int,
+    answer: DriverReply,
+    kind: Any,
+    field: str,
+) -> str | Rejected | Malformed:
+    """The ``field`` (subject or reply) of what ``_wire_op`` finds; no reply at all reads as an
+    empty one (the wire cannot carry an empty reply token)."""
+    op = _wire_op(r, link, conn, after, answer, kind)
+    if isinstance(op, Rejected | Malformed):
+        return op
+    return getattr(op, field) or ""
 
 
 def _publish(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
@@ -319,6 +339,56 @@ def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
         answer = DriverReply(True, {}, None, None)  # judged by what went out, not the answer
     sent = _wire_subject(r, link, conn, after, answer, protocol.Pub | protocol.HPub, "subject")
     yield "request", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
+
+
+# Operations a client library is asked to send through its API (PING: by a flush).
+API_OPS = frozenset({"PUB", "HPUB", "SUB", "UNSUB", "PING"})
+
+
+def _send_applies(case: vectors.Case) -> str | None:
+    op = case.data["input"]["op"]
+    if op["op"] not in API_OPS:
+        return f"a client library is not asked to send {op['op']} (a server sends it, or the library builds it itself)"  # noqa: E501
+    if op["op"] == "HPUB" and _header_pairs(op) is None:
+        return "the header block is not header fields a client API can be given"
+    return None
+
+
+def _header_pairs(op: dict[str, Any]) -> list[list[str]] | None:
+    block = headers.parse_block(vectors.decode_bytes(op.get("headers", ""), "input.op.headers"))
+    if isinstance(block, headers.HeaderError) or block.status is not None:
+        return None
+    return [[name, value] for name, value in block.fields]
+
+
+def _send(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    """Ask the library to send the case's operation; judge the operation it put on the wire."""
+    fields = case.data["input"]["op"]
+    asked = protocol.op_from_fields(vectors.op_pattern(fields, "input.op"))
+    link = r.link("send")
+    conn, _ = link.get()
+    chosen = frozenset()
+    kind: Any = type(asked)
+    if isinstance(asked, protocol.Unsub):
+        handle, sid = _subscribe_all(r, conn, 1).popitem()
+        asked = protocol.Unsub(sid, asked.max_msgs)
+        after = conn.count()
+        answer = r.s.call("unsubscribe", sub=handle, max=asked.max_msgs)
+    elif isinstance(asked, protocol.Sub):
+        after, chosen = conn.count(), frozenset({"sid"})
+        answer = r.s.call("subscribe", subject=asked.subject, queue=asked.queue)
+    elif isinstance(asked, protocol.Ping):
+        after = conn.count()
+        answer = r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
+    else:
+        after, kind = conn.count(), protocol.Pub | protocol.HPub
+        answer = r.s.call(
+            "publish", subject=asked.subject, reply=asked.reply,
+            headers=_header_pairs(fields) if isinstance(asked, protocol.HPub) else None,
+            payload_b64=_b64(asked.payload),
+        )  # fmt: skip
+    sent = _wire_op(r, link, conn, after, answer, kind)
+    yield "send", judge.judge_sent_op(case.data["expect"], asked, sent, chosen=chosen)
 
 
 def _needed_sids(case: vectors.Case) -> set[str]:
@@ -447,6 +517,10 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
                    _subscribe_applies),
         ClientPath("request", "request", "Requested from the fake server", _request,
                    _request_applies),
+    ),
+    "protocol.encode": (
+        ClientPath("send", None, "Sent through the library's API to the fake server", _send,
+                   _send_applies),
     ),
     "protocol.parse": (
         ClientPath("receive", None, "Sent by the fake server to the library", _receive,

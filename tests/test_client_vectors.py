@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import headers, judge, names, subjects, vectors
-from conformance.judge import Rejected
+from conformance import headers, judge, names, protocol, subjects, vectors
+from conformance.judge import Malformed, Rejected
 from harness import client_vectors
 from harness.client_checks import CheckResult
 from harness.clients import ClientError, available_clients, open_client
@@ -107,13 +107,13 @@ def test_losing_or_reordering_one_names_values_fails(fields: list[tuple[str, str
         (False, Rejected("invalid subject"), "pass"),  # refused locally
         (False, "foo bar", "pass"),  # sent unchanged: the server judges it
         (False, "foo", "fail"),  # "foo bar" became PUB foo bar (subject foo, reply bar)
-        (False, None, "fail"),  # bytes the reference cannot parse
+        (False, Malformed("parser_error"), "fail"),  # not a well-formed operation
         (True, "foo bar", "pass"),
         (True, Rejected("no"), "fail"),
         (True, "foo", "fail"),
     ],
 )
-def test_sent_subject(valid: bool, sent: str | Rejected | None, outcome: str) -> None:
+def test_sent_subject(valid: bool, sent: str | Rejected | Malformed, outcome: str) -> None:
     got = judge.judge_sent_subject({"valid": valid}, "foo bar", sent)
     assert got.outcome == outcome, got.message
 
@@ -196,3 +196,50 @@ def test_hmsg_carries_any_block() -> None:
 
     data = hmsg_op("s", "1", b"NATS/1.0\nX: 1\n\n", b"p")
     assert data == b"HMSG s 1 15 16\r\nNATS/1.0\nX: 1\n\np\r\n"
+
+
+@pytest.mark.parametrize(
+    ("expect", "sent", "outcome"),
+    [
+        ({"bytes": "PUB a 0\r\n\r\n"}, protocol.Pub("a", None, b""), "pass"),
+        ({"bytes": "PUB a 0\r\n\r\n"}, protocol.Pub("a", "b", b""), "fail"),
+        ({"bytes": "PUB a 0\r\n\r\n"}, Rejected("no"), "fail"),
+        ({"error": "invalid_token"}, Rejected("no"), "pass"),
+        ({"error": "invalid_token"}, protocol.Pub("a", "b", b""), "fail"),
+        ({"error": "invalid_token"}, Malformed("parser_error"), "fail"),
+    ],
+)
+def test_sent_op(
+    expect: dict[str, str], sent: protocol.Op | Rejected | Malformed, outcome: str
+) -> None:
+    asked = protocol.Pub("a", None, b"")
+    assert judge.judge_sent_op(expect, asked, sent).outcome == outcome
+
+
+def test_sid_is_the_librarys_to_choose() -> None:
+    asked, sent = protocol.Sub("a", None, "1"), protocol.Sub("a", None, "7")
+    assert judge.judge_sent_op({"bytes": ""}, asked, sent).outcome == "fail"
+    chosen = frozenset({"sid"})
+    assert judge.judge_sent_op({"bytes": ""}, asked, sent, chosen=chosen).outcome == "pass"
+
+
+def _reaction(*delivered: judge.Delivery, pongs: int = 1, closed: bool = False) -> judge.Reaction:
+    return judge.Reaction(delivered, pongs, (), closed, probed=True)
+
+
+def test_reaction() -> None:
+    msg = {"op": "MSG", "subject": "foo", "sid": "1", "payload": "hi"}
+    expect = {"events": [msg]}
+    hi = judge.Delivery("1", "foo", None, b"hi", None)
+    assert judge.judge_reaction(expect, _reaction(hi)).outcome == "pass"
+    assert judge.judge_reaction(expect, _reaction()).outcome == "fail"  # not delivered
+    assert judge.judge_reaction(expect, _reaction(hi, pongs=0)).outcome == "fail"  # hung
+    assert judge.judge_reaction(expect, _reaction(hi, hi)).outcome == "fail"  # twice
+    error = {"events": [{"error": {"reason": "parser_error", "err": None, "closes": True}}]}
+    assert judge.judge_reaction(error, _reaction(closed=True, pongs=0)).outcome == "pass"
+    assert judge.judge_reaction(error, _reaction()).outcome == "fail"  # went on silently
+    closing = {"events": [{"op": "-ERR", "message": "'Stale Connection'"}]}
+    assert judge.judge_reaction(closing, _reaction(closed=True, pongs=0)).outcome == "pass"
+    staying = {"events": [{"op": "-ERR", "message": "'Invalid Subject'"}]}
+    assert judge.judge_reaction(staying, _reaction(closed=True, pongs=0)).outcome == "fail"
+    assert judge.judge_reaction(staying, _reaction()).outcome == "pass"
