@@ -13,7 +13,8 @@ by which the case reaches the library (the row id is ``<vector id>@<path>``):
   fake server, and what went on the wire (as the reference parses it) is judged: refused
   locally, sent unchanged, or turned into other bytes.
 
-A kind no path reaches yet gets one ``skip`` row that says so, so the gap shows in every report.
+A path gives rows only for the cases it can ask (a subscribe subject is not published); a case no
+path reaches gets one ``skip`` row that says so, so the gap shows in every report.
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``), or whose
 command the driver answers ``unsupported``, skips the rest of its cases without calling again.
 Judging is ``conformance.judge``'s; this module only drives the library and collects answers.
@@ -73,7 +74,11 @@ class ClientPath:
     capability: str | None  # what a protocol-2 driver must declare; None: every driver
     how: str  # the start of the row's description
     run: Callable[[PathRun, vectors.Case], Iterable[tuple[str, Judgement]]]
-    applies: Callable[[vectors.Case], str | None] = lambda case: None  # why not, or None
+    # Whether the path is a way to ask this case at all (a subscribe subject is not published);
+    # a path that does not apply gives no row.
+    applies: Callable[[vectors.Case], bool] = lambda case: True
+    # Why the driver protocol or a library API cannot ask this case (a skip row), or None.
+    limit: Callable[[vectors.Case], str | None] = lambda case: None
     rows: Callable[[vectors.Case], list[RowSpec]] | None = None  # default: one at case level
 
     def row_specs(self, case: vectors.Case) -> list[RowSpec]:
@@ -140,7 +145,7 @@ def _encode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     yield "encode", judge.judge_encoded_block(case.data["expect"], got)
 
 
-def _encode_applies(case: vectors.Case) -> str | None:
+def _encode_limit(case: vectors.Case) -> str | None:
     inp = case.data["input"]
     if inp.get("status") is not None or inp.get("description") is not None:
         return "encode_headers takes header fields only, no status line"
@@ -165,7 +170,7 @@ def _validate_subject(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Jud
     yield "validate", judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
 
 
-def _subject_validate_applies(case: vectors.Case) -> str | None:
+def _subject_validate_limit(case: vectors.Case) -> str | None:
     if case.data["input"]["use"] == "reply":
         return "validate_subject takes publish and subscribe subjects; reply subjects are reached by the publish path"  # noqa: E501
     return None
@@ -179,7 +184,7 @@ def _validate_name(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgem
     yield "validate", judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
 
 
-def _name_validate_applies(case: vectors.Case) -> str | None:
+def _name_validate_limit(case: vectors.Case) -> str | None:
     inp = case.data["input"]
     if inp.get("platform", "unix") != "unix" or inp.get("internal", False):
         return "validate_name has no platform or internal-use argument: Unix names only"
@@ -259,10 +264,7 @@ def _wire_op(
     what went out does not parse."""
     if not answer.ok and answer.error_type == "unsupported":
         raise Verdict("skip", f"unsupported: {answer.error_message}")
-    if not answer.ok and answer.error_type in TROUBLE:
-        link.broken = True
-        raise _trouble(answer)
-    if not answer.ok:
+    if not answer.ok and answer.error_type not in TROUBLE:
         # A refusal may follow bytes already buffered: a flush writes them out, and its PING on
         # the wire comes after them.
         r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
@@ -280,6 +282,9 @@ def _wire_op(
     if conn.parse_error is not None:
         link.broken = True
         return Malformed(f"{conn.parse_error.reason}: {conn.parse_error.detail}")
+    if not answer.ok and answer.error_type in TROUBLE:
+        link.broken = True
+        raise _trouble(answer)
     if not answer.ok:
         return _refusal(answer)
     return Rejected("the library accepted the call but sent nothing")
@@ -345,10 +350,12 @@ def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
 API_OPS = frozenset({"PUB", "HPUB", "SUB", "UNSUB", "PING"})
 
 
-def _send_applies(case: vectors.Case) -> str | None:
+def _send_applies(case: vectors.Case) -> bool:
+    return case.data["input"]["op"]["op"] in API_OPS
+
+
+def _send_limit(case: vectors.Case) -> str | None:
     op = case.data["input"]["op"]
-    if op["op"] not in API_OPS:
-        return f"a client library is not asked to send {op['op']} (a server sends it, or the library builds it itself)"  # noqa: E501
     if op["op"] == "HPUB" and _header_pairs(op) is None:
         return "the header block is not header fields a client API can be given"
     return None
@@ -480,22 +487,12 @@ def _delivery(event: dict[str, Any], handles: dict[str, str]) -> judge.Delivery:
     )
 
 
-def _receive_applies(case: vectors.Case) -> str | None:
-    if case.data["input"]["direction"] != "server":
-        return "bytes a client sends: a server parses them (the server role)"
-    return None
+def _receive_applies(case: vectors.Case) -> bool:
+    return case.data["input"]["direction"] == "server"
 
 
-def _publish_applies(case: vectors.Case) -> str | None:
-    return None if case.data["input"]["use"] in ("publish", "reply") else "a subscribe subject"
-
-
-def _subscribe_applies(case: vectors.Case) -> str | None:
-    return None if case.data["input"]["use"] == "subscribe" else "not a subscribe subject"
-
-
-def _request_applies(case: vectors.Case) -> str | None:
-    return None if case.data["input"]["use"] == "publish" else "not a publish subject"
+def _use_is(*uses: str) -> Callable[[vectors.Case], bool]:
+    return lambda case: case.data["input"]["use"] in uses
 
 
 PATHS: dict[str, tuple[ClientPath, ...]] = {
@@ -506,21 +503,22 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     ),
     "headers.encode": (
         ClientPath("encode", "encode_headers", "The library's header encoder", _encode,
-                   _encode_applies),
+                   limit=_encode_limit),
     ),
     "headers.op": (ClientPath("op", "headers_op", "The library's header API", _op),),
     "subject.validate": (
         ClientPath("validate", "validate_subject", "The library's subject validation",
-                   _validate_subject, _subject_validate_applies),
-        ClientPath("publish", None, "Published to the fake server", _publish, _publish_applies),
+                   _validate_subject, limit=_subject_validate_limit),
+        ClientPath("publish", None, "Published to the fake server", _publish,
+                   _use_is("publish", "reply")),
         ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
-                   _subscribe_applies),
+                   _use_is("subscribe")),
         ClientPath("request", "request", "Requested from the fake server", _request,
-                   _request_applies),
+                   _use_is("publish")),
     ),
     "protocol.encode": (
         ClientPath("send", None, "Sent through the library's API to the fake server", _send,
-                   _send_applies),
+                   _send_applies, _send_limit),
     ),
     "protocol.parse": (
         ClientPath("receive", None, "Sent by the fake server to the library", _receive,
@@ -528,10 +526,10 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     ),
     "name.validate": (
         ClientPath("validate", "validate_name", "The library's name validation", _validate_name,
-                   _name_validate_applies),
+                   limit=_name_validate_limit),
     ),
 }  # fmt: skip
-NOT_REACHED = "client"  # the row suffix of a kind no path reaches yet
+NOT_REACHED = "client"  # the row suffix of a case no path reaches
 
 
 def client_cases(loaded: Iterable[vectors.Case]) -> list[vectors.Case]:
@@ -578,7 +576,9 @@ def _run_case(
     except Verdict as verdict:
         ending = verdict
     except DriverError as exc:
-        ending = Verdict("error", f"driver: {exc}")
+        # The library crashing or hanging on the case's input fails it; a broken driver does not.
+        outcome = "error" if exc.cause == "broken" else "fail"
+        ending = Verdict(outcome, f"the library {exc.cause} (driver: {exc})")
     except Exception as exc:  # a bug in a path: the other cases still run
         ending = Verdict("error", f"path {path.name} raised {type(exc).__name__}: {exc}")
     ms = (time.monotonic() - started) * 1000
@@ -602,14 +602,13 @@ def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Itera
         by_kind.setdefault(case.kind, []).append(case)
     for kind, kind_cases in by_kind.items():
         paths = PATHS.get(kind, ())
-        if not paths:
-            reason = f"no client path reaches {kind} vectors yet"
-            for case in kind_cases:
-                spec = RowSpec(NOT_REACHED, case.level)
-                yield _result(case, spec, "Not reached", "skip", reason, 0.0)
-            continue
+        for case in kind_cases:
+            if not any(path.applies(case) for path in paths):
+                reason = f"no client path reaches this {kind} case yet"
+                yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
+                              reason, 0.0)  # fmt: skip
         for path in paths:
-            yield from _run_path(client, path, kind_cases)
+            yield from _run_path(client, path, [c for c in kind_cases if path.applies(c)])
 
 
 def _run_path(
@@ -621,7 +620,7 @@ def _run_path(
         r = PathRun(s, stack)
         for case in cases:
             specs = path.row_specs(case)
-            reason = lacking or path.applies(case)
+            reason = lacking or path.limit(case)
             if reason is not None:
                 for spec in specs:
                     yield _result(case, spec, path.how, "skip", reason, 0.0)

@@ -50,7 +50,14 @@ _MARKS: dict[str, str] = {"send": ">", "recv": "<", "stderr": "!", "note": "#"}
 
 
 class DriverError(Exception):
-    """The driver crashed, hung or broke the protocol; str(e) says which, with its stderr's end."""
+    """The driver crashed, hung or broke the protocol; str(e) says which, with its stderr's end.
+
+    ``cause`` is ``crashed``, ``hung`` or ``broken`` (garbage, a closed driver): a check whose
+    input made the library crash or hang fails it; a broken driver is the suite's problem."""
+
+    def __init__(self, message: str, cause: str = "broken") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 @dataclass
@@ -327,8 +334,9 @@ class DriverProcess:
 
     def _error(self, problem: str) -> DriverError:
         tail = self._stderr_tail()
+        cause = next((c for c in ("crashed", "hung") if problem.startswith(c)), "broken")
         return DriverError(
-            f"driver {self.name} (pid {self.pid}) {problem}; its stderr ends:\n{tail}"
+            f"driver {self.name} (pid {self.pid}) {problem}; its stderr ends:\n{tail}", cause
         )
 
     def _gone_error(self, doing: str) -> DriverError:
