@@ -308,6 +308,10 @@ def _message_problems(want: dict[str, Any], got: Delivery, decode: Any) -> list[
     return problems
 
 
+# Optional tokens the wire cannot carry empty: an API's empty value and none are the same.
+EMPTY_IS_NONE = frozenset({"reply", "queue"})
+
+
 def judge_sent_op(
     expect: dict[str, Any],
     asked: protocol.Op,
@@ -342,6 +346,8 @@ def _op_differences(asked: protocol.Op, sent: protocol.Op, chosen: frozenset[str
         return [f"a {got['op']}, not a {want['op']}"]
     problems = []
     for name in sorted((set(want) | set(got)) - chosen - {"op", "headers"}):
+        if name in EMPTY_IS_NONE and not want.get(name) and not got.get(name):
+            continue
         if want.get(name) != got.get(name):
             problems.append(f"{name} {_short(got.get(name))}, asked {_short(want.get(name))}")
     if "headers" in want or "headers" in got:

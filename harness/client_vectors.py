@@ -346,8 +346,9 @@ def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     yield "request", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
 
 
-# Operations a client library is asked to send through its API (PING: by a flush).
-API_OPS = frozenset({"PUB", "HPUB", "SUB", "UNSUB", "PING"})
+# Operations a client library sends: through its API (PING: by a flush), or (PONG) to answer
+# the fake server's PING. CONNECT is the library's own; the other operations only a server sends.
+API_OPS = frozenset({"PUB", "HPUB", "SUB", "UNSUB", "PING", "PONG"})
 
 
 def _send_applies(case: vectors.Case) -> bool:
@@ -387,6 +388,10 @@ def _send(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     elif isinstance(asked, protocol.Ping):
         after = conn.count()
         answer = r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
+    elif isinstance(asked, protocol.Pong):
+        after = conn.count()
+        conn.send(encode_op(protocol.Ping()))
+        answer = DriverReply(True, {}, None, None)  # nothing asked of the driver
     else:
         after, kind = conn.count(), protocol.Pub | protocol.HPub
         answer = r.s.call(
