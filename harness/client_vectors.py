@@ -560,7 +560,7 @@ def _result(
     transcript: str = "",
 ) -> CheckResult:
     description = f"{how} (vector {case.id}): {case.data['description']}"
-    shown = transcript if outcome != "pass" else ""
+    shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
     return CheckResult(
         f"{case.id}@{spec.suffix}", spec.level, case.source, outcome, message, round(ms, 3),
         shown, description, group=case.group,
