@@ -29,6 +29,8 @@ CHUNK = 1 << 16
 TEXT_SHOWN = 300
 JSON_SHOWN = 4096
 PONG = b"PONG\r\n"
+# What the runner sends to learn whether a connection is still open: a PONG answers it.
+PROBE = protocol.encode(protocol.Ping())
 _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
 
 _MARKS: dict[str, str] = {
@@ -158,12 +160,30 @@ class WireConnection:
         """Everything the server sends until it closes (or a ``receive`` limit is reached)."""
         return self._read(_UNBOUNDED, timeout, "the server to close the connection")
 
-    def _read(self, count: int, timeout: float, awaited: str) -> list[protocol.Event]:
+    def closes(self, *, timeout: float) -> tuple[list[protocol.Event], bool]:
+        """Whether the server closes the connection, told actively: a probe PING that the server
+        answers proves it open without waiting out ``timeout``. Returns what the server sent
+        before it closed or answered (the probe's PONG left out), and whether it closed."""
+        if not self.closed and not self.broken:
+            self.note("probe: PING (a PONG proves the connection open)")
+            self.send(PROBE, timeout=timeout)
+        out = self._read(_UNBOUNDED, timeout, "the server to close or answer the probe", pong=True)
+        pongs = [i for i, e in enumerate(out) if isinstance(e, protocol.Pong)]
+        if pongs:  # the last PONG answers the probe: the server replies in order
+            del out[pongs[-1]]
+        return out, self.closed
+
+    def _read(
+        self, count: int, timeout: float, awaited: str, *, pong: bool = False
+    ) -> list[protocol.Event]:
+        """Read until ``count`` operations are in (or, with ``pong``, a PONG is among them)."""
         deadline = time.monotonic() + timeout
         out: list[protocol.Event] = []
         budget = RECEIVE_BUDGET
         self.stopped = self._final
         while len(out) < count and not self.stopped:
+            if pong and any(isinstance(e, protocol.Pong) for e in out):
+                break
             if budget <= 0:
                 self.stopped = f"stopped reading after {RECEIVE_BUDGET} bytes (flood guard)"
                 self.note(self.stopped)
@@ -298,7 +318,7 @@ def _run_exchange(
     wire.send(vectors.decode_bytes(exchange["send"], f"{path}.send"), timeout=timeout)
     received = wire.receive(len(exchange["expect"]), timeout=timeout)
     if exchange["then"] == "closed":
-        received += wire.receive_until_closed(timeout=timeout)
+        received += wire.closes(timeout=timeout)[0]
     mismatch = vectors.compare_exchange(exchange, index, received, wire.closed, "the server")
     if mismatch is not None:
         ending = f"; {wire.stopped}" if wire.stopped else ""
