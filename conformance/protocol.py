@@ -39,10 +39,24 @@ class Direction(StrEnum):
     SERVER = "server"  # a server's bytes, parsed by a client
 
 
+# The documents define max_control_line as a server option on what clients send; they set no
+# limit on lines a client reads. Bytes in the server direction are bounded only by this, so an
+# incremental parser never buffers without end (real INFOs with many connect_urls pass 1024).
+SERVER_LINE_BOUND = 1 << 20
+
+
 @dataclass(frozen=True)
 class Limits:
-    max_control_line: int = DEFAULT_MAX_CONTROL_LINE
+    """``max_control_line`` None: the direction's default (``DEFAULT_MAX_CONTROL_LINE`` for bytes
+    a client sends, ``SERVER_LINE_BOUND`` for bytes a server sends)."""
+
+    max_control_line: int | None = None
     max_payload: int = DEFAULT_MAX_PAYLOAD
+
+    def control_line(self, direction: Direction) -> int:
+        if self.max_control_line is not None:
+            return self.max_control_line
+        return DEFAULT_MAX_CONTROL_LINE if direction is Direction.CLIENT else SERVER_LINE_BOUND
 
 
 # --- operations -------------------------------------------------------------------------------
@@ -309,7 +323,7 @@ class Parser:
         events: list[Event] = []
         append = events.append
         fast_paths = _FAST_PATHS[self.direction]
-        max_line = self.limits.max_control_line
+        max_line = self.limits.control_line(self.direction)
         pending = self._pending
         while True:
             if pending is None:

@@ -299,3 +299,17 @@ def test_encoder_is_canonical() -> None:
         p.encode(p.Connect({"verbose": False, "name": "é"}))
         == 'CONNECT {"verbose":false,"name":"é"}\r\n'.encode()
     )
+
+
+def test_default_max_control_line_applies_to_client_bytes_only() -> None:
+    """The documents' 1024-byte default is a server option on what clients send."""
+    line = b"SUB " + b"a" * 1100 + b" 1\r\n"
+    client = p.Parser(Direction.CLIENT).feed(line)
+    assert [e.reason for e in client if isinstance(e, p.ProtocolError)] == [
+        "max_control_line_exceeded"
+    ]
+    info = b'INFO {"x":"' + b"a" * 3000 + b'"}\r\n'
+    assert p.Parser(Direction.SERVER).feed(info) == [p.Info({"x": "a" * 3000})]
+    # A limit given explicitly applies in either direction.
+    limited = p.Parser(Direction.SERVER, limits=p.Limits(max_control_line=64)).feed(info)
+    assert isinstance(limited[0], p.ProtocolError)
