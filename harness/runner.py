@@ -46,6 +46,10 @@ class RunContext:
         )  # fmt: skip
 
 
+# The case that checks a server's greeting: run first, so a broken greeting fails a must case.
+GREETING_CASE = "protocol.info.session.greeting"
+
+
 def server_cases(loaded: LoadResult) -> list[Case]:
     """The cases a server target is checked with: those with a wire script."""
     return [case for case in loaded.cases if "wire" in case.data]
@@ -88,11 +92,21 @@ def run_target(
     baseline: Baseline,
     on_result: Callable[[ResultRow, Verdict], None] = lambda row, verdict: None,
 ) -> list[tuple[ResultRow, Verdict]]:
-    """Check every case against one target, writing each row as soon as it is known."""
+    """Check every case against one target, writing each row as soon as it is known.
+
+    The greeting case runs first. Once a case finds that the server does not greet with INFO,
+    that case fails and every later one is an ``error`` saying why, without connecting again.
+    """
     version = target.version()
     out = []
-    for case in cases:
-        result = check_case(case, target)
+    broken_greeting = ""
+    for case in sorted(cases, key=lambda c: c.id != GREETING_CASE):
+        if broken_greeting:
+            result = CaseResult("error", f"not run: {broken_greeting}", 0.0)
+        else:
+            result = check_case(case, target)
+            if result.greeting_failed:
+                broken_greeting = f"the target's greeting is broken ({result.message})"
         row = make_row(ctx, target, version, case, result)
         write_row(writer, row, case, result)
         verdict = baseline.verdict(row)

@@ -693,22 +693,37 @@ def _launch_container(
 # --- servers run by someone else -----------------------------------------------------------------
 
 
+class GreetingError(TargetError):
+    """A server answers but does not greet with INFO: a finding the run records as result rows,
+    unlike a target that cannot be reached at all."""
+
+
 def _server_info(host: str, port: int, timeout: float = 3.0) -> dict[str, Any]:
-    """The INFO a server sends first, parsed by the reference parser."""
+    """The INFO a server sends first, parsed by the reference parser, within ``timeout`` seconds
+    overall (a server trickling bytes cannot stretch it)."""
     parser = Parser(Direction.SERVER)
+    deadline = time.monotonic() + timeout
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            while True:
-                data = sock.recv(65536)
-                if not data:
-                    raise TargetError(f"{host}:{port} closed the connection before INFO")
-                events = parser.feed(data)
-                if events:
-                    if not isinstance(events[0], Info):
-                        raise TargetError(f"{host}:{port} sent {events[0]!r} instead of INFO")
-                    return events[0].options
+        sock = socket.create_connection((host, port), timeout=timeout)
     except OSError as exc:
         raise TargetError(f"no NATS server answers at {host}:{port}: {exc}") from None
+    with sock:
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                sock.settimeout(remaining)
+                data = sock.recv(65536)
+            except TimeoutError:
+                break
+            except OSError as exc:
+                raise GreetingError(f"{host}:{port} dropped the connection: {exc}") from None
+            if not data:
+                raise GreetingError(f"{host}:{port} closed the connection before INFO")
+            events = parser.feed(data)
+            if events:
+                if not isinstance(events[0], Info):
+                    raise GreetingError(f"{host}:{port} sent {events[0]!r} instead of INFO")
+                return events[0].options
+    raise GreetingError(f"{host}:{port} sent no INFO within {timeout:g} s")
 
 
 # --- targets -------------------------------------------------------------------------------------
@@ -735,7 +750,11 @@ class ServerTarget:
         if spec.kind == "url":
             parts = urllib.parse.urlsplit(spec.url)
             self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 4222
-            self._version = str(_server_info(self._host, self._port).get("version", "unknown"))
+            try:
+                info = _server_info(self._host, self._port)
+            except GreetingError:
+                info = {}  # its cases find the broken greeting and say so, row by row
+            self._version = str(info.get("version", "unknown"))
             return
         self._binary = _resolve_binary(spec.inner or spec, self._state_dir)
         self._version = _binary_version(self._binary)

@@ -255,15 +255,17 @@ class CaseResult:
     message: str
     duration_ms: float
     transcript: Transcript | None = None
+    greeting_failed: bool = False  # the server did not greet with INFO: no case can run
 
 
 class _Verdict(Exception):
     """Ends a script run early with an outcome."""
 
-    def __init__(self, outcome: Outcome, message: str) -> None:
+    def __init__(self, outcome: Outcome, message: str, *, greeting: bool = False) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.message = message
+        self.greeting = greeting  # the server's greeting broke: later cases cannot run either
 
 
 def run_wire_script(
@@ -272,11 +274,13 @@ def run_wire_script(
     """Run one wire script against ``server``; every step is bounded by ``timeout`` seconds.
 
     ``pass`` when every exchange matches; ``fail`` at the first mismatch ("<field>: <why>") or
-    when the server's first operation is not INFO; ``error`` when the script cannot be run (no
-    connection, the connection ends before INFO, an undecodable script).
+    when the server does not greet with INFO (``greeting_failed``: no other case can run on that
+    server either); ``error`` when the script cannot be run (no connection, an undecodable
+    script).
     """
     started = time.monotonic()
     wire_conn: WireConnection | None = None
+    greeting = False
     try:
         try:
             wire_conn = WireConnection.connect(server.host, server.port, timeout=timeout)
@@ -289,10 +293,12 @@ def run_wire_script(
         outcome, message = "pass", ""
     except _Verdict as verdict:
         outcome, message = verdict.outcome, verdict.message
+        greeting = verdict.greeting
     except (vectors.BytesError, KeyError, TypeError, ValueError) as exc:
         outcome, message = "error", f"cannot run the wire script: {type(exc).__name__}: {exc}"
     transcript = wire_conn.transcript if wire_conn is not None else None
-    return CaseResult(outcome, message, (time.monotonic() - started) * 1000, transcript)
+    elapsed = (time.monotonic() - started) * 1000
+    return CaseResult(outcome, message, elapsed, transcript, greeting_failed=greeting)
 
 
 def _expect_info(wire: WireConnection, timeout: float) -> None:
@@ -301,12 +307,14 @@ def _expect_info(wire: WireConnection, timeout: float) -> None:
         return
     if not first and wire.closed:
         raise _Verdict(
-            "error", f"the connection ended before the server sent INFO ({wire.stopped})"
+            "fail",
+            f"no INFO: the connection ended before the server sent INFO ({wire.stopped})",
+            greeting=True,
         )
     if first and not isinstance(first[0], protocol.ProtocolError):
         name = protocol.OP_NAMES[type(first[0])]
-        raise _Verdict("fail", f"no INFO: the server's first operation is {name}")
-    raise _Verdict("fail", f"no INFO: {wire.stopped}")
+        raise _Verdict("fail", f"no INFO: the server's first operation is {name}", greeting=True)
+    raise _Verdict("fail", f"no INFO: {wire.stopped}", greeting=True)
 
 
 def _run_exchange(

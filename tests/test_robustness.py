@@ -6,16 +6,21 @@ runner could make (that INFO comes, that answers come, that reads end, that fram
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conformance.vectors import BUNDLED_DIR, load_all
+from harness.runner import GREETING_CASE
 from harness.targets import RunningServer
 from harness.wire import RECEIVE_BUDGET, CaseResult, WireConnection, run_wire_script
 
@@ -178,7 +183,7 @@ MISBEHAVIOURS: dict[str, tuple[Behaviour, str, str]] = {
     "ping-before-info": (ping_before_info, "fail", "no INFO: the server's first operation is PING"),
     "garbage-instead-of-info": (garbage_instead_of_info, "fail", "no INFO"),
     "closes-mid-frame": (closes_mid_frame, "fail", "wire.exchanges[0].expect[0]: "),
-    "resets": (resets, "error", "before the server sent INFO"),
+    "resets": (resets, "fail", "before the server sent INFO"),
     "resets-after-info": (resets_after_info, "fail", "wire.exchanges[0].expect[0]: "),
 }
 
@@ -306,3 +311,44 @@ def test_chatty_conforming_server_passes() -> None:
         server.close()
     assert (result.outcome, result.message) == ("pass", "")
     assert seen.count(b"PONG\r\n") == 2
+
+
+def lf_only_info(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(INFO.replace(b"\r\n", b"\n"))
+    read_until_stopped(conn, stop)
+
+
+def info_not_json(conn: socket.socket, stop: threading.Event) -> None:
+    conn.sendall(b"INFO {server_id: fake}\r\n")
+    read_until_stopped(conn, stop)
+
+
+BROKEN_GREETINGS: dict[str, Behaviour] = {
+    "no-info": silent,
+    "info-not-json": info_not_json,
+    "lf-only": lf_only_info,
+    "garbage": garbage_instead_of_info,
+    "closes": resets,
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_GREETINGS))
+def test_a_broken_greeting_is_a_verdict_not_a_crash(name: str, tmp_path: Path) -> None:
+    """The greeting case fails at must, every other case is an error saying why, exit 1."""
+    server = FakeServer(BROKEN_GREETINGS[name])
+    results = tmp_path / "r.jsonl"
+    url = f"url:nats://127.0.0.1:{server.port}"
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--server", url,
+           "--results", str(results), "--no-report"]  # fmt: skip
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        server.close()
+    assert run.returncode == 1, run.stderr
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert rows[0]["case_id"] == GREETING_CASE
+    assert (rows[0]["level"], rows[0]["outcome"]) == ("must", "fail")
+    assert "no INFO" in rows[0]["message"]
+    rest = rows[1:]
+    assert rest and all(r["outcome"] == "error" for r in rest)
+    assert all("greeting is broken" in r["message"] for r in rest)
