@@ -479,6 +479,31 @@ def _eval_wire(wire: dict[str, Any]) -> None:
             raise mismatch
 
 
+def normalise_whitespace(text: str) -> str:
+    """Runs of whitespace as one space: how a quote is matched against its document."""
+    return " ".join(text.split())
+
+
+def citation_problem(case: Case, documents: dict[str, str]) -> Problem | None:
+    """Whether the case cites a document of ``documents`` ({file name: whitespace-normalised
+    text}) and its quote is that document's words (whitespace-normalised, case kept)."""
+    source = case.data["source"]
+    text = documents.get(source["document"])
+    if text is None:
+        return Problem(
+            case.file, case.id, "source.document",
+            f"{source['document']!r} is not a document of the specification set "
+            f"({', '.join(sorted(documents))})",
+        )  # fmt: skip
+    quote = normalise_whitespace(source.get("quote", ""))
+    if quote and quote not in text:
+        return Problem(
+            case.file, case.id, "source.quote",
+            f"the quote is not in {source['document']}: {quote[:120]!r}",
+        )  # fmt: skip
+    return None
+
+
 def evaluate(case: Case) -> Problem | None:
     """Evaluate one case against the reference; None when the reference agrees."""
     if "reference" not in case.roles and "wire" not in case.data:

@@ -28,10 +28,15 @@ def _check(args: argparse.Namespace) -> int:
         return 2
     loaded = vectors.load_all(paths)
     problems = list(loaded.problems)
+    documents = _documents(args.spec)
+    if documents is None:
+        print("quotes not checked: no specification directory (give --spec DIR)")
     passed: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     for case in loaded.cases:
-        problem = vectors.evaluate(case)
+        problem = vectors.evaluate(case) or (
+            vectors.citation_problem(case, documents) if documents is not None else None
+        )
         if problem is None:
             passed[case.group] += 1
         else:
@@ -53,6 +58,23 @@ def _check(args: argparse.Namespace) -> int:
         f"{n_pass} passed, {n_fail} failed, {file_problems} file problems"
     )
     return 0 if not problems and n_pass else 1
+
+
+# The documents every vector cites, beside a clone of the repository (../shared/spec).
+DEFAULT_SPEC = vectors.BUNDLED_DIR.parent.parent / "shared" / "spec"
+
+
+def _documents(spec: Path | None) -> dict[str, str] | None:
+    """{file name: whitespace-normalised text} of the specification documents, None when the
+    directory is not there (an installed package carries no documents)."""
+    directory = spec or DEFAULT_SPEC
+    if not directory.is_dir():
+        return None
+    return {
+        path.name: vectors.normalise_whitespace(path.read_text(encoding="utf-8"))
+        for path in sorted(directory.iterdir())
+        if path.is_file()
+    }
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -247,6 +269,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument(
         "dirs", nargs="*", metavar="DIR", help="files or directories (default: the bundled vectors)"
+    )
+    check.add_argument(
+        "--spec",
+        type=Path,
+        help="the specification documents the vectors cite: every case's document must be one "
+        "of them and its quote their words (default: ../shared/spec beside the repository)",
     )
     check.set_defaults(func=_check)
 

@@ -123,6 +123,24 @@ def test_check_passes_good_file_and_prints_counts(tmp_path: Path) -> None:
         ),
         ({"expect": {"events": [{"op": "PONG"}]}}, "t.ping", "expect.events[0]", "expected"),
         ({"id": "Bad Id"}, "Bad Id", "id", "does not match"),
+        (
+            {
+                "source": {
+                    "document": "client-protocol.txt",
+                    "section": "PING/PONG",
+                    "quote": "A PING is never answered.",
+                }
+            },
+            "t.other",
+            "source.quote",
+            "the quote is not in client-protocol.txt",
+        ),
+        (
+            {"source": {"document": "rfc9999.txt", "section": "1"}},
+            "t.other",
+            "source.document",
+            "is not one of",
+        ),
     ],
 )
 def test_broken_case_is_named_by_file_case_and_field(
@@ -139,6 +157,13 @@ def test_broken_case_is_named_by_file_case_and_field(
         f"{path}" in f and f"case {expected_case}" in f and f"field {field}" in f and words in f
         for f in fails
     ), result.stdout
+
+
+def test_a_quote_matches_its_document_whatever_its_whitespace(tmp_path: Path) -> None:
+    quote = "You can also\n   ping the server and will receive a pong reply."
+    source = {"document": "client-protocol.txt", "section": "PING/PONG", "quote": quote}
+    result = _check(_file(tmp_path, "good.json", [{**GOOD_CASE, "source": source}]))
+    assert result.returncode == 0, result.stdout
 
 
 def test_invalid_json_names_file_and_line(tmp_path: Path) -> None:
