@@ -25,6 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from conformance import headers, judge, protocol, vectors
+from conformance.judge import grouped
 from conformance.vectors import Source
 from harness.clients import ClientError
 from harness.driver import DriverError
@@ -1008,9 +1009,9 @@ def hpub_headers(s: Session) -> Iterator[CheckResult]:
                 if sent == block:
                     return f"block {block!r}"
                 parsed = headers.parse_block(sent)
-                if isinstance(parsed, headers.HeaderBlock) and judge.grouped(
+                if isinstance(parsed, headers.HeaderBlock) and grouped(
                     list(parsed.fields)
-                ) == judge.grouped([(name, value) for name, value in pairs]):
+                ) == grouped([(name, value) for name, value in pairs]):
                     return f"block {sent!r}: keys in another order, each key's values in order"
                 raise _fail(f"sent {sent!r}, reference {block!r} (parses to {_short(parsed)})")
 

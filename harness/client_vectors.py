@@ -114,6 +114,11 @@ def _b64(data: bytes) -> str:
 
 
 def _trouble(answer: DriverReply) -> Verdict:
+    """A failed answer to a question about the library's own code: the driver could not put
+    the input to the library (a skip), or something went wrong (an error)."""
+    if answer.error_type == "invalid":
+        return Verdict("skip", f"the driver cannot give this input to the library: "
+                               f"{answer.error_message}")  # fmt: skip
     return Verdict("error", f"{answer.error_type}: {answer.error_message}")
 
 
