@@ -433,6 +433,16 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 }
 
 
+SHOWN = 600  # characters of one value a message shows
+
+
+def excerpt(value: Any, limit: int = SHOWN) -> str:
+    """``repr(value)``, cut to ``limit`` characters with its full size: a message quoting what a
+    target sent stays small whatever the target sends."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def compare_exchange(
     exchange: dict[str, Any], index: int, received: list[protocol.Event], closed: bool, peer: str
 ) -> Mismatch | None:
@@ -450,10 +460,12 @@ def compare_exchange(
         actual = got[j] if j < len(got) else None
         if actual is None or any(actual.get(k, _ABSENT) != v for k, v in want.items()):
             return Mismatch(
-                f"{path}.expect[{j}]", f"expected {want!r}, {peer} sends {actual!r} (all: {got!r})"
+                f"{path}.expect[{j}]",
+                f"expected {excerpt(want)}, {peer} sends {excerpt(actual)} (all: {excerpt(got)})",
             )
     if len(got) > len(exchange["expect"]):
-        return Mismatch(f"{path}.expect", f"{peer} sends more: {got[len(exchange['expect']) :]!r}")
+        extra = got[len(exchange["expect"]) :]
+        return Mismatch(f"{path}.expect", f"{peer} sends more: {excerpt(extra)}")
     state = "closed" if closed else "open"
     if exchange["then"] != state:
         return Mismatch(

@@ -33,6 +33,19 @@ RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
 DETAILS_SUFFIX = ".details.ndjson"
 
 
+# Characters of a row's message kept: a message quotes what a target sent, and a target can send
+# anything; a longer one keeps its start, its full size and a digest.
+MESSAGE_LIMIT = 2000
+
+
+def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text``, or its first ``limit`` characters with its size and a SHA-256 prefix."""
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{text[:limit]}... [{len(text)} characters, sha256 {digest}]"
+
+
 @dataclass(frozen=True)
 class ResultRow:
     run_id: str

@@ -9,7 +9,15 @@ from pathlib import Path
 from conformance.vectors import Case, LoadResult, load_all
 from harness.checks import check_case
 from harness.gate import Baseline, Verdict
-from harness.results import ResultRow, ResultsWriter, now, run_id, suite_version, vectors_version
+from harness.results import (
+    ResultRow,
+    ResultsWriter,
+    bounded,
+    now,
+    run_id,
+    suite_version,
+    vectors_version,
+)
 from harness.targets import ServerTarget
 from harness.wire import CaseResult
 
@@ -42,7 +50,8 @@ class RunContext:
         """A result row of this run, stamped now."""
         return ResultRow(
             self.run_id, now(), self.suite_version, self.vectors_version, target, target_kind,
-            target_version, case_id, group, level, outcome, round(duration_ms, 3), message,
+            target_version, case_id, group, level, outcome, round(duration_ms, 3),
+            bounded(message),
         )  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance import vectors
+from conformance import protocol, vectors
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR])
 
@@ -214,3 +214,22 @@ def test_broken_file_structure_yields_no_cases(tmp_path: Path) -> None:
     assert loaded.cases == []
     assert [(p.case, p.field) for p in loaded.problems] == [(None, None)]
     assert "'group' is a required property" in loaded.problems[0].message
+
+
+def test_a_mismatch_quotes_a_bounded_excerpt_of_what_came() -> None:
+    """A target answering with a 1 MB message cannot make a 1 MB failure message."""
+    exchange = {"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}
+    huge = protocol.Msg("foo", "1", None, b"x" * (1 << 20))
+    mismatch = vectors.compare_exchange(exchange, 0, [huge, huge], False, "the server")
+    assert mismatch is not None and len(str(mismatch)) < 4 * vectors.SHOWN
+    assert "characters)" in str(mismatch)
+
+
+def test_row_messages_are_bounded_with_size_and_digest() -> None:
+    from harness.results import MESSAGE_LIMIT, bounded
+
+    text = "y" * (MESSAGE_LIMIT * 10)
+    cut = bounded(text)
+    assert len(cut) < MESSAGE_LIMIT + 100
+    assert f"[{len(text)} characters, sha256 " in cut
+    assert bounded("short") == "short"
