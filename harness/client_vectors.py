@@ -167,12 +167,17 @@ def _op(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     yield "op", judge.judge_header_op(inp, case.data["expect"], got)
 
 
-def _validate_subject(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    inp = case.data["input"]
-    answer = r.call("validate_subject", subject=inp["subject"], use=inp["use"])
+def _validity(r: PathRun, case: vectors.Case, cmd: str, **args: str) -> Judgement:
+    """The library's own verdict on a subject or name (``cmd``), judged."""
+    answer = r.call(cmd, **args)
     if not answer.ok:
         raise _trouble(answer)
-    yield "validate", judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
+    return judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
+
+
+def _validate_subject(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    inp = case.data["input"]
+    yield "validate", _validity(r, case, "validate_subject", subject=inp["subject"], use=inp["use"])
 
 
 def _subject_validate_limit(case: vectors.Case) -> str | None:
@@ -183,10 +188,8 @@ def _subject_validate_limit(case: vectors.Case) -> str | None:
 
 def _validate_name(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     inp = case.data["input"]
-    answer = r.call("validate_name", production=inp["production"], name=inp["name"])
-    if not answer.ok:
-        raise _trouble(answer)
-    yield "validate", judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
+    production, name = inp["production"], inp["name"]
+    yield "validate", _validity(r, case, "validate_name", production=production, name=name)
 
 
 def _name_validate_limit(case: vectors.Case) -> str | None:
