@@ -261,7 +261,11 @@ def _survival(after: bool, closed: bool, errors: list[dict[str, Any]]) -> Judgem
         return Judgement("pass", f"the library reported the problem and closed: {said}")
     if closed:
         return Judgement("fail", "the library closed the connection without reporting an error")
-    return Judgement("fail", f"the next message did not arrive within {STEP:g} s (hung)")
+    return Judgement(
+        "fail",
+        f"the next message did not arrive within {STEP:g} s and the library reported neither an "
+        "error nor a close (it hung, or dropped the connection silently)",
+    )
 
 
 def _wire_op(
