@@ -91,8 +91,19 @@ def _file(tmp_path: Path, name: str, cases: list[dict] | str) -> Path:
     return path
 
 
+def _spec(directory: Path) -> Path:
+    """A specification directory of one document, so the tests do not depend on ../shared."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "client-protocol.txt").write_text(
+        "PING/PONG\n\nYou can also ping the server and will receive a pong reply.\n"
+    )
+    return directory
+
+
 def _check(*paths: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "harness.cli", "vectors", "check", *map(str, paths)]
+    spec = _spec(paths[0].parent / "spec")
+    cmd = [sys.executable, "-m", "harness.cli", "vectors", "check", "--spec", str(spec),
+           *map(str, paths)]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -233,3 +244,14 @@ def test_row_messages_are_bounded_with_size_and_digest() -> None:
     assert len(cut) < MESSAGE_LIMIT + 100
     assert f"[{len(text)} characters, sha256 " in cut
     assert bounded("short") == "short"
+
+
+def test_every_bundled_quote_is_its_documents_words() -> None:
+    from harness.cli import DEFAULT_SPEC, _documents
+
+    documents = _documents(DEFAULT_SPEC)
+    if documents is None:
+        pytest.skip(f"no specification documents at {DEFAULT_SPEC}")
+    cases = vectors.load_all([vectors.BUNDLED_DIR]).cases
+    problems = [p for c in cases if (p := vectors.citation_problem(c, documents))]
+    assert not problems, [str(p) for p in problems[:5]]
