@@ -258,6 +258,76 @@ def _targets(args: argparse.Namespace) -> int:
     return 0
 
 
+SMOKE_TIMEOUT = 10.0  # seconds each smoke step may take (a driver's first start builds it)
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    """Check one driver in seconds: hello against the schema, then one message through a real
+    nats-server. Exit 0 when every step worked, 1 otherwise."""
+    import base64
+    import time
+
+    from harness import clients, driver, targets
+
+    started = time.monotonic()
+    steps: list[tuple[str, bool, str]] = []
+
+    def step(name: str, reply: driver.DriverReply) -> bool:
+        detail = "" if reply.ok else f"{reply.error_type}: {reply.error_message}"
+        steps.append((name, reply.ok, detail))
+        return reply.ok
+
+    try:
+        with clients.open_client(args.client) as client:
+            process = client.driver()  # builds on first use; the harness checks hello's schema
+            hello = client.hello or {}
+            problem = driver.schema_problem(hello, "commands/hello/result")
+            steps.append(("hello", problem is None, problem or ""))
+            library, version = hello.get("library"), hello.get("version")
+            print(f"driver: {library} {version} ({hello.get('language')})")
+            print(f"protocol: {hello.get('protocol')}")
+            if client.capabilities is None:
+                print("capabilities: not declared (a protocol-1 driver)")
+            else:
+                print(f"capabilities: {', '.join(sorted(client.capabilities)) or '(none)'}")
+            with targets.open_target(DEFAULT_SERVER) as target:
+                server = target.server({})
+                payload = b"smoke"
+                subject = "nats-conformance.smoke"
+                if (
+                    step("connect", process.call("connect", url=server.url, options={}))
+                    and step(
+                        "subscribe", sub := process.call("subscribe", subject=subject, queue=None)
+                    )
+                    and step(
+                        "publish",
+                        process.call(
+                            "publish",
+                            subject=subject,
+                            reply=None,
+                            headers=None,
+                            payload_b64=base64.b64encode(payload).decode(),
+                        ),
+                    )
+                    and step("flush", process.call("flush", timeout_ms=int(SMOKE_TIMEOUT * 1000)))
+                ):
+                    events = process.events(timeout=SMOKE_TIMEOUT, count=1)
+                    got = [e for e in events if e.get("event") == "message"]
+                    right = bool(got) and (
+                        got[0]["sub"] == sub.result["sub"]
+                        and base64.b64decode(got[0]["payload_b64"]) == payload
+                    )
+                    steps.append(("receive", right, "" if right else f"events: {events}"))
+                    step("close", process.call("close", drain=False, timeout=SMOKE_TIMEOUT))
+    except (clients.ClientError, driver.DriverError, targets.TargetError) as exc:
+        steps.append(("driver", False, str(exc)))
+    for name, worked, detail in steps:
+        print(f"{'ok  ' if worked else 'FAIL'} {name}{': ' + detail if detail else ''}")
+    passed = bool(steps) and all(worked for _, worked, _ in steps) and len(steps) >= 7
+    print(f"smoke {'passed' if passed else 'FAILED'} in {time.monotonic() - started:.1f}s")
+    return 0 if passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nats-conformance", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -340,6 +410,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("targets", help="list the server targets available here")
     listing.set_defaults(func=_targets)
+
+    smoke = commands.add_parser(
+        "smoke",
+        help="check one client driver in seconds: hello and its capabilities, then connect, "
+        "subscribe, publish, flush, receive and close against a nats-server",
+    )
+    smoke.add_argument("--client", required=True, metavar="SPEC", help="client:LIBRARY[==VERSION]")
+    smoke.set_defaults(func=_smoke)
     return parser
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness import targets
-from harness.driver import DriverError, DriverProcess
+from harness.driver import DriverError, DriverProcess, capability_names
 
 DRIVERS_DIR = Path(__file__).resolve().parent / "drivers"
 BUILD_TIMEOUT = 1800.0  # seconds one build may take (a cold Rust or Java build takes minutes)
@@ -458,6 +458,9 @@ class ClientTarget:
         # reports it loaded.
         self.version = spec.version_pin or pinned_version(spec.library) or "unknown"
         self.hello: dict[str, Any] | None = None
+        # From a protocol-2 hello: what the library supports through the driver. None: a
+        # protocol-1 driver (unknown), or not started yet.
+        self.capabilities: frozenset[str] | None = None
         self._lock = threading.Lock()
         self._out: Path | None = None
         self._image: str | None = None
@@ -520,6 +523,8 @@ class ClientTarget:
         if not reply.ok:
             raise ClientError(f"the {self.name} driver refused hello: {reply.error_message}")
         self.hello = reply.result
+        declared = reply.result.get("capabilities")
+        self.capabilities = frozenset(declared) if declared is not None else None
         if self.spec.version_pin and not _same_version(
             self.spec.version_pin, reply.result["version"]
         ):
@@ -528,6 +533,18 @@ class ClientTarget:
                 f"not {self.spec.version_pin}"
             )
         self.version = reply.result["version"]
+
+    def lacks(self, capability: str) -> str | None:
+        """Why a case needing ``capability`` is skipped (the library lacks it), without a call
+        to the driver beyond the first hello; None when it has it or the driver does not say
+        (a protocol-1 driver: the case runs and an ``unsupported`` answer skips it then)."""
+        if capability not in capability_names():
+            raise ValueError(f"unknown capability {capability!r}")
+        if self.hello is None:
+            self.driver().close()  # started only for its hello
+        if self.capabilities is None or capability in self.capabilities:
+            return None
+        return f"{self.library} {self.version} lacks {capability} (its driver's hello says so)"
 
     def close(self) -> None:
         """Stop every driver process this target started."""

@@ -1,4 +1,4 @@
-"""Talk to a client-library driver: a child process speaking nats-conformance-driver/1.
+"""Talk to a client-library driver: a child process speaking nats-conformance-driver/2 (or /1).
 
 The protocol (harness/drivers/protocol.schema.json, harness/drivers/README.md) is JSON lines:
 requests on the driver's stdin, responses and events on its stdout, free-form log on stderr.
@@ -32,7 +32,9 @@ import jsonschema
 
 from harness.targets import _SPAWNER, STOP_GRACE
 
-PROTOCOL = "nats-conformance-driver/1"
+PROTOCOL = "nats-conformance-driver/2"
+# Drivers still on /1 are accepted while they migrate: their hello has no capabilities.
+PROTOCOLS = ("nats-conformance-driver/2", "nats-conformance-driver/1")
 SCHEMA_PATH = Path(__file__).resolve().parent / "drivers" / "protocol.schema.json"
 MAX_LINE = 64 << 20  # bytes in one line from the driver (a 32 MiB payload, base64, fits)
 MAX_PENDING_EVENTS = 100_000  # unread events before a driver counts as flooding the harness
@@ -124,8 +126,13 @@ def _validator(pointer: str) -> Any:
 
 
 def commands() -> list[str]:
-    """The commands nats-conformance-driver/1 names."""
+    """The commands nats-conformance-driver/2 names."""
     return sorted(protocol_schema()["$defs"]["commands"])
+
+
+def capability_names() -> list[str]:
+    """The capabilities a protocol-2 hello may declare (the schema's fixed vocabulary)."""
+    return list(protocol_schema()["$defs"]["capability"]["enum"])
 
 
 def schema_problem(value: Any, pointer: str) -> str | None:

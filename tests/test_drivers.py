@@ -1,5 +1,6 @@
-"""The driver protocol, nats-conformance-driver/1: every library's driver through the same checks
-against a real nats-server, and the harness side against fake drivers that misbehave."""
+"""The driver protocol, nats-conformance-driver/2 (and /1): every library's driver through the
+same checks against a real nats-server, and the harness side against fake drivers that
+misbehave."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from harness.clients import (
     open_client,
     parse_client_spec,
 )
-from harness.driver import PROTOCOL, DriverError, DriverProcess
+from harness.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
 from harness.targets import RunningServer, open_target
 
 # Every library whose driver directory is here (it must build, or its tests skip with the
@@ -203,11 +204,119 @@ def test_hello_names_the_protocol_and_the_library(
     client: ClientTarget, start: Callable[[], DriverProcess]
 ) -> None:
     hello = ok(start().call("hello"))
-    assert hello["protocol"] == PROTOCOL
+    assert hello["protocol"] in PROTOCOLS
     assert hello["library"] and hello["language"]
     pinned = client.spec.version_pin or clients.pinned_version(client.library)
     assert pinned is not None and clients._same_version(pinned, hello["version"]), hello
     assert client.version == hello["version"]
+
+
+def test_hello_declares_capabilities_from_the_vocabulary(
+    client: ClientTarget, start: Callable[[], DriverProcess]
+) -> None:
+    hello = ok(start().call("hello"))
+    if hello["protocol"] != PROTOCOL:
+        assert "capabilities" not in hello and client.capabilities is None
+        pytest.skip(f"{client.library}'s driver is still on {hello['protocol']}")
+    assert set(hello["capabilities"]) <= set(driver.capability_names()), hello
+    assert client.capabilities == frozenset(hello["capabilities"])
+    # The common tests here use these: every driver has them.
+    assert {"request", "queue_groups", "unsubscribe_max", "drain"} <= client.capabilities
+    assert client.lacks("request") is None
+    for capability in set(driver.capability_names()) - client.capabilities:
+        reason = client.lacks(capability)
+        assert reason is not None and capability in reason
+
+
+def test_advertised_commands_answer(
+    client: ClientTarget, start: Callable[[], DriverProcess]
+) -> None:
+    """A capability named after a command means the command answers (not unsupported), and
+    its absence that the command is unsupported."""
+    process = start()
+    ok(process.call("hello"))
+    if client.capabilities is None:
+        pytest.skip(f"{client.library}'s driver is still on protocol 1")
+    calls: dict[str, dict[str, Any]] = {
+        "decode_headers": {"block_b64": b64(b"NATS/1.0\r\nA: b\r\n\r\n")},
+        "encode_headers": {"headers": [["A", "b"]]},
+        "validate_subject": {"subject": "a.b", "use": "publish"},
+        "validate_name": {"production": "stream-name", "name": "ORDERS"},
+        "headers_op": {"headers": [], "case": "sensitive", "op": "get", "key": "A", "value": None},
+    }
+    for command, args in calls.items():
+        reply = process.call(command, **args)
+        if command == "validate_name" and not reply.ok:
+            # validate_name means some production is validated, not necessarily this one.
+            for production in ("kv-key-name", "kv-bucket-name", "consumer-name"):
+                reply = process.call(command, production=production, name="ORDERS")
+                if reply.ok:
+                    break
+        if command in client.capabilities:
+            assert reply.ok, (command, reply)
+        else:
+            assert (reply.ok, reply.error_type) == (False, "unsupported"), (command, reply)
+    if "decode_headers" in client.capabilities:
+        # Protocol 2: a status line is reported as status/description, never as headers.
+        block = b"NATS/1.0 503 No Responders\r\n\r\n"
+        decoded = ok(process.call("decode_headers", block_b64=b64(block)))
+        assert (decoded["status"], decoded["headers"]) == (503, []), decoded
+        assert decoded["description"] in ("No Responders", None), decoded
+
+
+HEADERS_OP_BASE = [["X-Multi", "one"], ["Other", "o"], ["X-Multi", "two"]]
+
+
+def test_headers_op_round_trip(client: ClientTarget, start: Callable[[], DriverProcess]) -> None:
+    process = start()
+    ok(process.call("hello"))
+    reason = client.lacks("headers_op") if client.capabilities is not None else "protocol 1"
+    if reason is not None:
+        pytest.skip(reason)
+
+    def op(op: str, key: str, value: str | None = None, case: str = "sensitive") -> Any:
+        reply = process.call(
+            "headers_op", headers=HEADERS_OP_BASE, case=case, op=op, key=key, value=value
+        )
+        return reply.result if reply.ok else reply
+
+    base = expected_headers(client.library, HEADERS_OP_BASE)
+    multi = [value for name, value in base if name == "X-Multi"]
+    assert op("values", "X-Multi") == {"values": multi}
+    assert op("get", "X-Multi") == {"value": multi[0]}
+    assert op("get", "Absent") == {"value": None}
+    assert op("values", "Absent") == {"values": []}
+    deleted = op("delete", "X-Multi")["headers"]
+    assert same_headers(deleted, [["Other", "o"]]), deleted
+    replaced = op("set", "Other", "n")["headers"]
+    assert ["Other", "n"] in replaced and ["Other", "o"] not in replaced, replaced
+    assert same_headers([p for p in replaced if p[0] != "Other"], base), replaced
+    appended = op("append", "New-Key", "v")["headers"]
+    assert ["New-Key", "v"] in appended, appended
+    insensitive = op("get", "x-multi", case="insensitive")
+    if isinstance(insensitive, driver.DriverReply):
+        assert insensitive.error_type == "unsupported", insensitive
+    else:
+        assert insensitive == {"value": multi[0]}, insensitive
+
+
+def test_an_invalid_subject_is_refused_where_the_library_validates(
+    client: ClientTarget, connected: DriverProcess
+) -> None:
+    """A publish to a subject with a space, or an empty one: a library that checks subjects
+    itself answers refused (nothing was sent), never invalid (that is for the harness's
+    malformed requests)."""
+    if client.capabilities is None:
+        pytest.skip(f"{client.library}'s driver is still on protocol 1")
+    replies = [
+        connected.call("publish", subject=subject, reply=None, headers=None, payload_b64="")
+        for subject in ("a b", "")
+    ]
+    assert all(reply.error_type != "invalid" for reply in replies), replies
+    refused = [reply for reply in replies if reply.error_type == "refused"]
+    if not refused:
+        pytest.skip(f"{client.library} refuses neither subject locally: {replies}")
+    assert all(reply.error_message for reply in refused), refused
 
 
 def test_connect_to_a_real_server_then_a_closed_port(
@@ -364,7 +473,7 @@ def test_close_reports_closed_and_the_driver_goes_on(connected: DriverProcess, d
     ok(connected.call("close", drain=drain, timeout=10))
     closed = [e for e in connected.events(timeout=EVENT_WAIT, count=1) if e["event"] == "closed"]
     assert closed, "no closed event"
-    assert ok(connected.call("hello"))["protocol"] == PROTOCOL
+    assert ok(connected.call("hello"))["protocol"] in PROTOCOLS
     reply = connected.call(
         "publish", subject="drivers.after", reply=None, headers=None, payload_b64=""
     )
@@ -375,7 +484,7 @@ def test_unknown_command_is_unsupported(start: Callable[[], DriverProcess]) -> N
     process = start()
     reply = process.call("no-such-command", extra=1)
     assert (reply.ok, reply.error_type) == (False, "unsupported"), reply
-    assert ok(process.call("hello"))["protocol"] == PROTOCOL
+    assert ok(process.call("hello"))["protocol"] in PROTOCOLS
 
 
 def test_malformed_lines_are_invalid(start: Callable[[], DriverProcess]) -> None:
@@ -383,7 +492,7 @@ def test_malformed_lines_are_invalid(start: Callable[[], DriverProcess]) -> None
     for line in (b"{not json", b"[1, 2]", b'"hello"', b'{"cmd": "hello"}', b'{"id": "1"}'):
         reply = process.call_raw(line)  # DriverError unless the answer has id null
         assert (reply.ok, reply.error_type) == (False, "invalid"), (line, reply)
-    assert ok(process.call("hello"))["protocol"] == PROTOCOL
+    assert ok(process.call("hello"))["protocol"] in PROTOCOLS
 
 
 def test_library_code_commands_answer_or_say_unsupported(
@@ -501,7 +610,7 @@ MISBEHAVIOURS = {
     "breaks-the-schema": (
         'import sys, time; sys.stdin.readline(); print(\'{"id": 1, "ok": "yes"}\', flush=True);'
         " time.sleep(60)",
-        ["breaks nats-conformance-driver/1", "not of type 'boolean'"],
+        ["breaks nats-conformance-driver/2", "not of type 'boolean'"],
     ),
     "writes-a-bad-result": (
         "import sys, time; sys.stdin.readline();"
@@ -570,7 +679,7 @@ def test_a_request_the_protocol_forbids_is_the_callers_error() -> None:
     process = fake(FAKE)
     with pytest.raises(ValueError, match="not a valid publish request"):
         process.call("publish", subject="a")  # reply, headers and payload_b64 missing
-    assert ok(process.call("hello"))["protocol"] == PROTOCOL  # nothing was sent
+    assert ok(process.call("hello"))["protocol"] in PROTOCOLS  # nothing was sent
     process.close()
 
 
@@ -827,7 +936,12 @@ def test_schema_is_valid_and_names_every_command() -> None:
             "encode_headers",
             "validate_subject",
             "validate_name",
+            "headers_op",
             "exit",
         ]
     )
-    assert schema["$id"].endswith(":1")
+    assert schema["$id"].endswith(":2")
+    assert "refused" in schema["$defs"]["error_type"]["enum"]
+    assert {"headers", "headers_op", "jetstream", "flush_roundtrip"} <= set(
+        driver.capability_names()
+    )

@@ -1,4 +1,4 @@
-"""nats-conformance-driver/1 for nats-py: JSON lines on stdin, responses and events on stdout.
+"""nats-conformance-driver/2 for nats-py: JSON lines on stdin, responses and events on stdout.
 
 Works with nats-py 2.10 and later. What it reaches inside nats-py, and why:
 - decode_headers runs Client._process_headers, the method Client._process_msg calls on every
@@ -13,6 +13,9 @@ nats-py keeps headers in a dict: one value per name, so publishing several value
 `unsupported`. It presents a status line as the pseudo-headers Status and Description; the
 driver reports those as status/description (as nats-py itself reads them, e.g. for no
 responders), so a real header named Status looks the same.
+Errors: nats-py's own checks before anything is written (BadSubjectError, MaxPayloadError, a
+ValueError on an argument, ...) answer `refused`; `invalid` is only for a malformed request.
+headers_op is unsupported: nats-py has no header type of its own (headers are a plain dict).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import importlib
 import importlib.metadata
 import json
 import os
@@ -35,7 +39,7 @@ import nats.errors
 import nats.js.api
 from nats.aio.client import Client
 
-PROTOCOL = "nats-conformance-driver/1"
+PROTOCOL = "nats-conformance-driver/2"
 MAX_LINE = 64 << 20  # bytes in one request line
 STATUS = nats.js.api.Header.STATUS.value  # nats-py's names for a status line's parts
 DESCRIPTION = nats.js.api.Header.DESCRIPTION.value
@@ -76,7 +80,8 @@ _ERROR_TYPES: list[tuple[str, tuple[type[BaseException], ...]]] = [
     ("no_responders", _classes("NoRespondersError")),
     ("timeout", (*_classes("TimeoutError"), asyncio.TimeoutError, TimeoutError)),
     (
-        "invalid",
+        # nats-py raises these in its own checks, before it writes anything.
+        "refused",
         _classes(
             "BadSubjectError",
             "BadHeaderError",
@@ -103,7 +108,8 @@ _ERROR_TYPES: list[tuple[str, tuple[type[BaseException], ...]]] = [
             OSError,
         ),
     ),
-    ("invalid", (ValueError, TypeError)),
+    # The library's own argument checks (the driver's are Invalid, caught above).
+    ("refused", (ValueError, TypeError)),
 ]
 
 
@@ -288,7 +294,36 @@ class Driver:
             "library": "nats-py",
             "version": importlib.metadata.version("nats-py"),
             "language": f"Python {platform.python_version()}",
+            "capabilities": self.capabilities(),
         }
+
+    def capabilities(self) -> list[str]:
+        """What this nats-py version supports through the driver; optional parts only where the
+        version loaded has the code they use."""
+        found = [
+            # connect() takes verbose, pedantic, no_echo, user/password and token; headers and
+            # no_responders are always on (it sends them when the server supports headers).
+            *("headers", "no_responders", "queue_groups", "request", "unsubscribe_max"),
+            *("drain", "verbose", "pedantic", "echo", "user_password", "token"),
+            "decode_headers",
+            "encode_headers",
+            "flush_roundtrip",  # Client.flush sends PING and waits for the PONG
+        ]
+        if getattr(nats.aio.client, "_validate_subject", None) is not None:
+            found.append("validate_subject")
+        if self.name_checks:
+            found.append("validate_name")
+        for capability, module in (
+            ("jetstream", "nats.js.client"),
+            ("kv", "nats.js.kv"),
+            ("object_store", "nats.js.object_store"),
+        ):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                continue
+            found.append(capability)
+        return found
 
     async def connect(self, request: dict[str, Any]) -> dict[str, Any]:
         url = arg(request, "url", str)
