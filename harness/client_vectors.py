@@ -15,8 +15,9 @@ by which the case reaches the library (the row id is ``<vector id>@<path>``):
 
 A path gives rows only for the cases it can ask (a subscribe subject is not published); a case no
 path reaches gets one ``skip`` row that says so, so the gap shows in every report.
-A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``), or whose
-command the driver answers ``unsupported``, skips the rest of its cases without calling again.
+A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
+cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
+reason (drivers also say it of single inputs their library cannot express).
 Judging is ``conformance.judge``'s; this module only drives the library and collects answers.
 """
 
@@ -86,14 +87,12 @@ class ClientPath:
 
 
 class PathRun:
-    """The state of one path over its cases: the driver session, the fake-server link, and
-    the reason every further case is skipped once the library turns out not to support it."""
+    """The state of one path over its cases: the driver session and the fake-server links."""
 
     def __init__(self, s: Session, stack: ExitStack) -> None:
         self.s = s
         self._stack = stack
         self._links: dict[str, Link] = {}
-        self.unsupported = ""
 
     def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
         if name not in self._links:
@@ -101,11 +100,11 @@ class PathRun:
         return self._links[name]
 
     def call(self, cmd: str, **args: Any) -> DriverReply:
-        """A driver call whose ``unsupported`` answer skips this and every later case."""
+        """A driver call whose ``unsupported`` answer skips the case (drivers also answer it for
+        one input their library cannot express, so later cases are still asked)."""
         answer = self.s.call(cmd, **args)
         if not answer.ok and answer.error_type == "unsupported":
-            self.unsupported = f"{cmd} unsupported: {answer.error_message}"
-            raise Verdict("skip", self.unsupported)
+            raise Verdict("skip", f"{cmd} unsupported: {answer.error_message}")
         return answer
 
 
@@ -586,8 +585,6 @@ def _run_case(
     produced: dict[str, Judgement] = {}
     ending: Verdict | None = None
     try:
-        if r.unsupported:
-            raise Verdict("skip", r.unsupported)
         for suffix, judgement in path.run(r, case):
             produced[suffix] = judgement
     except Verdict as verdict:
