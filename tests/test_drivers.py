@@ -41,6 +41,12 @@ HOST_SPECS = [
 SPECS = [
     *HOST_SPECS,
     "client:nats-py==2.10.0",
+    # Debian's nats.go shares the nats.go driver's sources: it must keep building.
+    *(
+        [f"client:nats.go=={clients.DEBIAN_NATS_GO[0]}"]
+        if clients.DEBIAN_NATS_GO[1].is_dir()
+        else []
+    ),
     *(
         f"container:{spec}"
         for spec in HOST_SPECS
@@ -290,7 +296,8 @@ def test_headers_op_round_trip(client: ClientTarget, start: Callable[[], DriverP
     assert same_headers(deleted, [["Other", "o"]]), deleted
     replaced = op("set", "Other", "n")["headers"]
     assert ["Other", "n"] in replaced and ["Other", "o"] not in replaced, replaced
-    assert same_headers([p for p in replaced if p[0] != "Other"], base), replaced
+    others = [pair for pair in base if pair[0] != "Other"]
+    assert same_headers([pair for pair in replaced if pair[0] != "Other"], others), replaced
     appended = op("append", "New-Key", "v")["headers"]
     assert ["New-Key", "v"] in appended, appended
     insensitive = op("get", "x-multi", case="insensitive")

@@ -1,5 +1,10 @@
-// Driver for github.com/nats-io/nats.go speaking nats-conformance-driver/1:
+// Driver for github.com/nats-io/nats.go speaking nats-conformance-driver/2:
 // JSON requests on stdin, one per line; responses and events on stdout.
+// nats.go's own checks before anything is written (ErrBadSubject,
+// ErrMaxPayload, ...) answer `refused`; `invalid` is kept for a malformed
+// request. headers_op uses nats.Header's Get/Values/Set/Del/Add, which are
+// case-sensitive and keep the key as given (no canonicalising): the
+// `insensitive` case is unsupported.
 // The same source builds against the pinned module (module mode) and against
 // Debian's golang-github-nats-io-go-nats-dev 1.22.1 (GOPATH mode, build tag
 // natsgo_legacy); decode_legacy.go and decode_modern.go hold the one API
@@ -27,7 +32,20 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-const protocolName = "nats-conformance-driver/1"
+const protocolName = "nats-conformance-driver/2"
+
+// capabilities are what nats.go supports through this driver, in 1.22.1 and
+// later alike: the connect options it takes, Header's API (headers_op),
+// the internal parser and encoder (decode/encode_headers), JetStream with
+// KeyValue and ObjectStore (js.go, kv.go, object.go), and FlushTimeout, which
+// sends PING and waits for the PONG. Its subject and name checks are private:
+// no validate_subject or validate_name.
+var capabilities = []string{
+	"headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
+	"verbose", "pedantic", "echo", "user_password", "token",
+	"decode_headers", "encode_headers", "headers_op",
+	"jetstream", "kv", "object_store", "flush_roundtrip",
+}
 
 // Bounds for waits the protocol leaves open.
 const (
@@ -121,6 +139,10 @@ type request struct {
 	Max        *int            `json:"max"`
 	TimeoutMs  *float64        `json:"timeout_ms"`
 	Drain      bool            `json:"drain"`
+	Case       string          `json:"case"`
+	Op         string          `json:"op"`
+	Key        string          `json:"key"`
+	Value      *string         `json:"value"`
 }
 
 // connection is one nats.Conn and what the driver knows about it.
@@ -223,6 +245,8 @@ func (d *driver) dispatch(req *request) (result map[string]any, err error) {
 		return decodeHeaders(req)
 	case "encode_headers":
 		return encodeHeaders(req)
+	case "headers_op":
+		return headersOp(req)
 	case "validate_subject":
 		return nil, fail("unsupported", "nats.go exposes no subject validation (its checks are private to Publish and Subscribe)")
 	case "validate_name":
@@ -234,10 +258,11 @@ func (d *driver) dispatch(req *request) (result map[string]any, err error) {
 
 func (d *driver) hello() map[string]any {
 	return map[string]any{
-		"protocol": protocolName,
-		"library":  "github.com/nats-io/nats.go",
-		"version":  nats.Version,
-		"language": "Go " + strings.TrimPrefix(runtime.Version(), "go"),
+		"protocol":     protocolName,
+		"library":      "github.com/nats-io/nats.go",
+		"version":      nats.Version,
+		"language":     "Go " + strings.TrimPrefix(runtime.Version(), "go"),
+		"capabilities": capabilities,
 	}
 }
 
@@ -478,7 +503,7 @@ func decodeHeaders(req *request) (map[string]any, error) {
 	if err != nil {
 		// The parser refused the block, whatever its error value (1.22.1 can
 		// return textproto's io.EOF, which is no connection trouble here).
-		return nil, fail("invalid", "%v", err)
+		return nil, fail("refused", "%v", err)
 	}
 	status, description, headers := splitHeader(h)
 	if headers == nil {
@@ -497,9 +522,50 @@ func encodeHeaders(req *request) (map[string]any, error) {
 	}
 	block, err := encodeHeaderBlock(h)
 	if err != nil {
-		return nil, fail("invalid", "%v", err)
+		return nil, fail("refused", "%v", err)
 	}
 	return map[string]any{"block_b64": base64.StdEncoding.EncodeToString(block)}, nil
+}
+
+// headersOp does one operation through nats.Header's own methods.
+func headersOp(req *request) (map[string]any, error) {
+	if req.Headers == nil {
+		return nil, fail("invalid", "headers_op needs headers")
+	}
+	if req.Case != "sensitive" {
+		return nil, fail("unsupported", "nats.Header matches keys case-sensitively only")
+	}
+	h, err := toHeader(*req.Headers)
+	if err != nil {
+		return nil, err
+	}
+	value := ""
+	if req.Value != nil {
+		value = *req.Value
+	}
+	switch req.Op {
+	case "get":
+		if h.Values(req.Key) == nil { // Get gives "" for an absent key too
+			return map[string]any{"value": nil}, nil
+		}
+		return map[string]any{"value": h.Get(req.Key)}, nil
+	case "values":
+		values := h.Values(req.Key)
+		if values == nil {
+			values = []string{}
+		}
+		return map[string]any{"values": values}, nil
+	case "set":
+		h.Set(req.Key, value)
+	case "delete":
+		h.Del(req.Key)
+	case "append":
+		h.Add(req.Key, value)
+	default:
+		return nil, fail("invalid", "unknown headers_op op %q", req.Op)
+	}
+	_, _, pairs := splitHeader(h)
+	return map[string]any{"headers": pairs}, nil
 }
 
 // toHeader builds a nats.Header with Add, the library's case-preserving append.
@@ -597,7 +663,8 @@ func classify(err error) string {
 	case is(nats.ErrBadSubject, nats.ErrBadQueueName, nats.ErrBadHeaderMsg, nats.ErrInvalidMsg,
 		nats.ErrInvalidArg, nats.ErrMaxPayload, nats.ErrBadTimeout, nats.ErrHeadersNotSupported,
 		nats.ErrNoEchoNotSupported, nats.ErrBadSubscription):
-		return "invalid"
+		// nats.go's own checks, made before it writes anything.
+		return "refused"
 	case is(nats.ErrConnectionClosed, nats.ErrNoServers, nats.ErrInvalidConnection,
 		nats.ErrConnectionDraining, nats.ErrConnectionReconnecting, nats.ErrDisconnected,
 		nats.ErrStaleConnection, nats.ErrAuthorization, nats.ErrAuthExpired, nats.ErrAuthRevoked,
