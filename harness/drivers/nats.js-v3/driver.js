@@ -1,5 +1,5 @@
 "use strict";
-// nats-conformance-driver/1 for `@nats-io/transport-node` (the nats.js v3 line). The name
+// nats-conformance-driver/2 for `@nats-io/transport-node` (the nats.js v3 line). The name
 // checks live in the line's sibling packages (@nats-io/jetstream, kv, obj), kept at their
 // pinned version whatever LIBRARY_VERSION says. The build copies the shared loop
 // (../nats.js/driver-core.js) beside this file.
@@ -17,7 +17,8 @@ const jsutil = internal("@nats-io/jetstream", "jsutil.js");
 const kv = internal("@nats-io/kv", "kv.js");
 const objectstore = internal("@nats-io/obj", "objectstore.js");
 
-// Error classes by protocol error type; RequestError is classified by its cause.
+// Error classes by protocol error type; RequestError is classified by its cause. The library
+// raises the Invalid* ones in its own checks, before writing anything: `refused`.
 const { errors } = nats;
 const KIND_BY_CLASS = [
   [errors.TimeoutError, "timeout"],
@@ -25,9 +26,9 @@ const KIND_BY_CLASS = [
   [errors.ClosedConnectionError, "connection"],
   [errors.ConnectionError, "connection"],
   [errors.DrainingConnectionError, "connection"],
-  [errors.InvalidArgumentError, "invalid"],
-  [errors.InvalidOperationError, "invalid"],
-  [errors.InvalidSubjectError, "invalid"],
+  [errors.InvalidArgumentError, "refused"],
+  [errors.InvalidOperationError, "refused"],
+  [errors.InvalidSubjectError, "refused"],
   [errors.AuthorizationError, "protocol"],
   [errors.PermissionViolationError, "protocol"],
   [errors.ProtocolError, "protocol"],
@@ -51,6 +52,9 @@ runDriver({
         return null;
     }
   },
+  match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
+  // From the line's sibling packages the driver loads: @nats-io/jetstream, kv and obj.
+  capabilities: ["jetstream", "kv", "object_store"],
   // The checks the library applies before it talks to the server.
   names: {
     "stream-name": jsutil.validateStreamName,

@@ -1,5 +1,10 @@
 "use strict";
-// nats-conformance-driver/1 for the nats.js family: the JSON-lines loop and every command.
+// nats-conformance-driver/2 for the nats.js family: the JSON-lines loop and every command.
+// The library's own checks before anything is written (a bad subject, header or option)
+// answer `refused` (each driver.js maps the library's errors); `invalid` is only for a
+// malformed request. headers_op goes through MsgHdrs get/values/set/delete/append with the
+// library's Match: `sensitive` is Match.Exact (keys kept as given), `insensitive`
+// Match.IgnoreCase.
 // Both nats.js lines (npm `nats` 2.x and `@nats-io/transport-node` 3.x) share this file;
 // each driver.js injects what differs between them (see runDriver's `lib` argument).
 const readline = require("node:readline");
@@ -8,7 +13,15 @@ const readline = require("node:readline");
 // with console.log when its reader stops) goes to stderr with the driver's log.
 console.log = console.info = console.debug = console.error;
 
-const PROTOCOL = "nats-conformance-driver/1";
+const PROTOCOL = "nats-conformance-driver/2";
+// What both lines support through this driver: the connect options below, MsgHdrs (headers_op),
+// its parser and encoder, the name checks in lib.names, and flush(), which sends PING and
+// resolves on the PONG. Each driver.js adds what only its line has (lib.capabilities).
+const CAPABILITIES = [
+  "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
+  "verbose", "pedantic", "echo", "user_password", "token",
+  "decode_headers", "encode_headers", "headers_op", "validate_name", "flush_roundtrip",
+];
 // The connect options of the protocol; anything else is refused rather than ignored.
 const CONNECT_OPTIONS = new Set([
   "name", "verbose", "pedantic", "echo", "headers", "no_responders",
@@ -101,6 +114,8 @@ function withTimeout(promise, ms, what) {
  *   statusEvent(status, classify): {type, message} for an nc.status() entry worth reporting,
  *     else null (classify(err) gives the protocol error type of a library error),
  *   names: {production: validator that throws on an invalid name},
+ *   match: {sensitive, insensitive}: the library's Match values for headers_op,
+ *   capabilities: what the line has beyond CAPABILITIES (e.g. jetstream),
  * }
  */
 function runDriver(lib) {
@@ -196,6 +211,7 @@ function runDriver(lib) {
       library: lib.library,
       version: lib.version,
       language: `JavaScript (Node.js ${process.version})`,
+      capabilities: [...CAPABILITIES, ...lib.capabilities],
     }),
 
     async connect(req) {
@@ -287,6 +303,35 @@ function runDriver(lib) {
     encode_headers(req) {
       const h = makeHeaders(arg(req, "headers", "object"));
       return { block_b64: toBase64(h.encode()) };
+    },
+
+    headers_op(req) {
+      const h = makeHeaders(arg(req, "headers", "object")) || lib.headers();
+      const match = lib.match[arg(req, "case", "string")];
+      if (match === undefined) {
+        throw new DriverError("invalid", "argument 'case' must be sensitive or insensitive");
+      }
+      const key = arg(req, "key", "string");
+      const value = arg(req, "value", "string", true);
+      switch (arg(req, "op", "string")) {
+        case "get":
+          // get gives "" for an absent key too: has tells them apart.
+          return { value: h.has(key, match) ? h.get(key, match) : null };
+        case "values":
+          return { values: h.values(key, match) };
+        case "set":
+          h.set(key, value === null ? "" : value, match);
+          break;
+        case "delete":
+          h.delete(key, match);
+          break;
+        case "append":
+          h.append(key, value === null ? "" : value, match);
+          break;
+        default:
+          throw new DriverError("invalid", `unknown headers_op op '${req.op}'`);
+      }
+      return { headers: headerView(h).headers };
     },
 
     validate_subject() {

@@ -1,12 +1,13 @@
 "use strict";
-// nats-conformance-driver/1 for npm `nats` (the nats.js v2 line).
+// nats-conformance-driver/2 for npm `nats` (the nats.js v2 line).
 // The package has no "exports" map, so its internal modules are reachable by path.
 const nats = require("nats");
 const jsutil = require("nats/lib/jetstream/jsutil");
 const kv = require("nats/lib/jetstream/kv");
 const { runDriver } = require("./driver-core");
 
-// NatsError codes (nats.ErrorCode) by protocol error type.
+// NatsError codes (nats.ErrorCode) by protocol error type: the ones the library raises in its
+// own checks, before writing anything, are `refused`.
 const KIND_BY_CODE = new Map(Object.entries({
   TIMEOUT: "timeout",
   503: "no_responders",
@@ -15,16 +16,16 @@ const KIND_BY_CODE = new Map(Object.entries({
   CONNECTION_REFUSED: "connection",
   CONNECTION_TIMEOUT: "connection",
   DISCONNECT: "connection",
-  BAD_AUTHENTICATION: "invalid",
-  BAD_CREDS: "invalid",
-  BAD_HEADER: "invalid",
-  BAD_JSON: "invalid",
-  BAD_PAYLOAD: "invalid",
-  BAD_SUBJECT: "invalid",
-  INVALID_OPTION: "invalid",
-  INVALID_PAYLOAD: "invalid",
-  MAX_PAYLOAD_EXCEEDED: "invalid",
-  SERVER_OPT_NA: "invalid",
+  BAD_AUTHENTICATION: "refused",
+  BAD_CREDS: "refused",
+  BAD_HEADER: "refused",
+  BAD_JSON: "refused",
+  BAD_PAYLOAD: "refused",
+  BAD_SUBJECT: "refused",
+  INVALID_OPTION: "refused",
+  INVALID_PAYLOAD: "refused",
+  MAX_PAYLOAD_EXCEEDED: "refused",
+  SERVER_OPT_NA: "refused",
   ACCOUNT_EXPIRED: "protocol",
   AUTHENTICATION_EXPIRED: "protocol",
   AUTHENTICATION_TIMEOUT: "protocol",
@@ -52,6 +53,9 @@ runDriver({
       message: context ? `${status.data}: ${context.operation} ${JSON.stringify(context.subject)}` : String(status.data),
     };
   },
+  match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
+  // nc.jetstream(), and its views js.views.kv and js.views.os.
+  capabilities: ["jetstream", "kv", "object_store"],
   // The checks the library applies before it talks to the server.
   names: {
     "stream-name": jsutil.validateStreamName,
