@@ -1,5 +1,13 @@
 /*
- * nats-conformance-driver/1 for nats.c (libnats, as packaged by Debian).
+ * nats-conformance-driver/2 for nats.c (libnats, as packaged by Debian).
+ *
+ * libnats's own checks before anything is written (NATS_INVALID_SUBJECT,
+ * NATS_MAX_PAYLOAD, ...) answer `refused`; `invalid` is kept for a malformed
+ * request. A status line, which libnats keeps as the pseudo-headers "Status"
+ * and "Description", is reported as status/description and left out of the
+ * headers. headers_op uses natsMsgHeader_Get/Values/Set/Delete/Add, which
+ * match keys case-sensitively (nats.h: "Header keys are now case
+ * sensitive"): the `insensitive` case is unsupported.
  *
  * Reads one JSON request per line on stdin, writes one JSON response per
  * line on stdout, and writes events (messages, async errors, closed) from
@@ -21,7 +29,19 @@
 #include <jansson.h>
 #include <nats/nats.h>
 
-#define PROTOCOL "nats-conformance-driver/1"
+#define PROTOCOL "nats-conformance-driver/2"
+
+/* What libnats supports through this driver: the connect options it takes
+ * (natsOptions_SetVerbose, ...SetPedantic, ...SetNoEcho, ...SetUserInfo,
+ * ...SetToken, ...DisableNoResponders), the header API and its internal
+ * parser and encoder, nats_IsSubjectValid, JetStream and key-value
+ * (natsConnection_JetStream, js_CreateKeyValue; libnats has no object store),
+ * and natsConnection_FlushTimeout, which sends PING and waits for the PONG. */
+static const char *CAPABILITIES[] = {
+    "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
+    "verbose", "pedantic", "echo", "user_password", "token", "validate_subject",
+    "decode_headers", "encode_headers", "headers_op", "jetstream", "kv", "flush_roundtrip",
+    NULL};
 #define LIBRARY "nats.c"
 
 /*
@@ -234,7 +254,8 @@ static const char *status_type(natsStatus s)
     case NATS_INVALID_QUEUE_NAME:
     case NATS_MAX_PAYLOAD:
     case NATS_MAX_DELIVERED_MSGS:
-        return "invalid";
+        /* libnats's own checks, made before it writes anything. */
+        return "refused";
     case NATS_PROTOCOL_ERROR:
     case NATS_LINE_TOO_LONG:
         return "protocol";
@@ -397,15 +418,36 @@ static json_t *add_headers(natsMsg *m, json_t *headers)
 /* Messages as JSON                                                    */
 /* ------------------------------------------------------------------ */
 
+/* The status line of m's header block, which libnats keeps as the
+ * pseudo-headers "Status" (the code) and "Description" (the text): *status
+ * is the code or -1, *description the text or NULL. A real header named
+ * Status with a numeric value looks the same, as it does to libnats. */
+static void status_line(natsMsg *m, int *status, const char **description)
+{
+    const char *code = NULL, *text = NULL;
+    *status = -1;
+    *description = NULL;
+    if (natsMsgHeader_Get(m, "Status", &code) != NATS_OK || code == NULL || code[0] == '\0' ||
+        strlen(code) > 3 || strspn(code, "0123456789") != strlen(code))
+        return;
+    *status = atoi(code);
+    if (natsMsgHeader_Get(m, "Description", &text) == NATS_OK && text != NULL && text[0] != '\0')
+        *description = text;
+}
+
 /* [[name, value], ...] as libnats presents them: names in the order
  * natsMsgHeader_Keys gives, each name's values in natsMsgHeader_Values
- * order. libnats keeps a status line as the pseudo-headers "Status" and
- * "Description"; they are listed like any header. NOT_FOUND (no header
- * block, or an empty one) gives JSON null. */
-static natsStatus headers_json(natsMsg *m, json_t **out)
+ * order. With split, a status line (see status_line) is left out: the first
+ * value of "Status", and of "Description" if it gave the description.
+ * NOT_FOUND (no header block, or an empty one) gives JSON null. */
+static natsStatus headers_json(natsMsg *m, json_t **out, bool split)
 {
     const char **keys = NULL;
     int nkeys = 0;
+    int status = -1;
+    const char *description = NULL;
+    if (split)
+        status_line(m, &status, &description);
     *out = json_null();
     natsStatus s = natsMsgHeader_Keys(m, &keys, &nkeys);
     if (s == NATS_NOT_FOUND)
@@ -417,7 +459,11 @@ static natsStatus headers_json(natsMsg *m, json_t **out)
         const char **vals = NULL;
         int nvals = 0;
         s = natsMsgHeader_Values(m, keys[i], &vals, &nvals);
-        for (int k = 0; s == NATS_OK && k < nvals; k++)
+        int first = 0;
+        if ((status >= 0 && strcmp(keys[i], "Status") == 0) ||
+            (description != NULL && strcmp(keys[i], "Description") == 0))
+            first = 1;
+        for (int k = first; s == NATS_OK && k < nvals; k++)
             json_array_append_new(list, json_pack("[o,o]", jstr(keys[i]), jstr(vals[k])));
         free((void *)vals);
     }
@@ -431,18 +477,29 @@ static natsStatus headers_json(natsMsg *m, json_t **out)
     return NATS_OK;
 }
 
-/* subject, reply, headers, status, description, payload_b64. libnats has
- * no accessor for a status line apart from its "Status" pseudo-header, so
- * status and description stay null. If the library's header parser fails,
- * headers are null and *hdr_err carries its error. */
+/* The status/description pair of m as JSON (null, null without a status line). */
+static json_t *status_json(natsMsg *m, json_t **description)
+{
+    int status;
+    const char *text;
+    status_line(m, &status, &text);
+    *description = text != NULL ? jstr(text) : json_null();
+    return status >= 0 ? json_integer(status) : json_null();
+}
+
+/* subject, reply, headers, status, description, payload_b64. The status
+ * line comes from libnats's "Status"/"Description" pseudo-headers and is
+ * left out of headers. If the library's header parser fails, headers are
+ * null and *hdr_err carries its error. */
 static json_t *message_json(natsMsg *m, json_t **hdr_err)
 {
-    json_t *headers;
-    natsStatus s = headers_json(m, &headers);
+    json_t *headers, *description;
+    natsStatus s = headers_json(m, &headers, true);
     *hdr_err = (s == NATS_OK) ? NULL : err_lib(s);
-    return json_pack("{s:o, s:o, s:o, s:n, s:n, s:o}", "subject", jstr(natsMsg_GetSubject(m)),
-                     "reply", jstr(natsMsg_GetReply(m)), "headers", headers, "status",
-                     "description", "payload_b64",
+    json_t *status = status_json(m, &description);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "subject", jstr(natsMsg_GetSubject(m)),
+                     "reply", jstr(natsMsg_GetReply(m)), "headers", headers, "status", status,
+                     "description", description, "payload_b64",
                      b64_encode((const unsigned char *)natsMsg_GetData(m),
                                 (size_t)natsMsg_GetDataLength(m)));
 }
@@ -584,8 +641,12 @@ static json_t *cmd_hello(json_t *req, json_t **err)
 {
     (void)req;
     (void)err;
-    return json_pack("{s:s, s:s, s:s, s:s}", "protocol", PROTOCOL, "library", LIBRARY,
-                     "version", nats_GetVersion(), "language", "C (gcc " __VERSION__ ")");
+    json_t *capabilities = json_array();
+    for (int i = 0; CAPABILITIES[i] != NULL; i++)
+        json_array_append_new(capabilities, json_string(CAPABILITIES[i]));
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "protocol", PROTOCOL, "library", LIBRARY,
+                     "version", nats_GetVersion(), "language", "C (gcc " __VERSION__ ")",
+                     "capabilities", capabilities);
 }
 
 /* Applies the connect options the protocol names; unknown ones and
@@ -898,18 +959,99 @@ static json_t *cmd_decode_headers(json_t *req, json_t **err)
         *err = err_lib(s);
         return NULL;
     }
-    json_t *headers;
-    s = headers_json(m, &headers);
-    natsMsg_Destroy(m);
+    json_t *headers, *description;
+    s = headers_json(m, &headers, true);
     if (s != NATS_OK) {
+        natsMsg_Destroy(m);
         *err = err_lib(s);
         return NULL;
     }
+    json_t *status = status_json(m, &description);
+    natsMsg_Destroy(m);
     if (json_is_null(headers)) {
         json_decref(headers);
         headers = json_array();
     }
-    return json_pack("{s:n, s:n, s:o}", "status", "description", "headers", headers);
+    return json_pack("{s:o, s:o, s:o}", "status", status, "description", description, "headers",
+                     headers);
+}
+
+/* One operation through libnats's header API on a message built from the
+ * pairs (natsMsgHeader_Add, in order). */
+static json_t *cmd_headers_op(json_t *req, json_t **err)
+{
+    json_t *headers;
+    const char *match, *op, *key, *value;
+    if ((*err = arg_headers(req, &headers)) != NULL ||
+        (*err = arg_str(req, "case", false, &match)) != NULL ||
+        (*err = arg_str(req, "op", false, &op)) != NULL ||
+        (*err = arg_str(req, "key", false, &key)) != NULL ||
+        (*err = arg_str(req, "value", true, &value)) != NULL)
+        return NULL;
+    if (headers == NULL) {
+        *err = err_drv("invalid", "argument 'headers' is required");
+        return NULL;
+    }
+    if (strcmp(match, "sensitive") != 0) {
+        *err = err_drv("unsupported", "libnats matches header keys case-sensitively only");
+        return NULL;
+    }
+    natsMsg *m = NULL;
+    natsStatus s = natsMsg_Create(&m, "_", NULL, NULL, 0);
+    if (s != NATS_OK) {
+        *err = err_lib(s);
+        return NULL;
+    }
+    if ((*err = add_headers(m, headers)) != NULL) {
+        natsMsg_Destroy(m);
+        return NULL;
+    }
+    json_t *result = NULL;
+    if (strcmp(op, "get") == 0) {
+        const char *got = NULL;
+        s = natsMsgHeader_Get(m, key, &got);
+        if (s == NATS_OK || s == NATS_NOT_FOUND)
+            result = json_pack("{s:o}", "value", s == NATS_OK ? jstr(got) : json_null());
+    } else if (strcmp(op, "values") == 0) {
+        const char **vals = NULL;
+        int nvals = 0;
+        s = natsMsgHeader_Values(m, key, &vals, &nvals);
+        if (s == NATS_OK || s == NATS_NOT_FOUND) {
+            json_t *list = json_array();
+            for (int k = 0; s == NATS_OK && k < nvals; k++)
+                json_array_append_new(list, jstr(vals[k]));
+            result = json_pack("{s:o}", "values", list);
+        }
+        free((void *)vals);
+    } else if (strcmp(op, "set") == 0 || strcmp(op, "append") == 0 ||
+               strcmp(op, "delete") == 0) {
+        if (op[0] == 's')
+            s = natsMsgHeader_Set(m, key, value != NULL ? value : "");
+        else if (op[0] == 'a')
+            s = natsMsgHeader_Add(m, key, value != NULL ? value : "");
+        else
+            s = natsMsgHeader_Delete(m, key);
+        if (s == NATS_NOT_FOUND) /* deleting an absent key leaves the headers as they are */
+            s = NATS_OK;
+        json_t *pairs = NULL;
+        if (s == NATS_OK)
+            s = headers_json(m, &pairs, false);
+        if (s == NATS_OK) {
+            if (json_is_null(pairs)) {
+                json_decref(pairs);
+                pairs = json_array();
+            }
+            result = json_pack("{s:o}", "headers", pairs);
+        }
+    } else {
+        *err = err_drv("invalid", "unknown headers_op op '%s'", op);
+        natsMsg_Destroy(m);
+        return NULL;
+    }
+    if (result == NULL)
+        *err = err_lib(s);
+    natsMsg_Destroy(m);
+    return result;
 }
 
 static json_t *cmd_encode_headers(json_t *req, json_t **err)
@@ -998,6 +1140,7 @@ static const struct {
     {"close", cmd_close},
     {"decode_headers", cmd_decode_headers},
     {"encode_headers", cmd_encode_headers},
+    {"headers_op", cmd_headers_op},
     {"validate_subject", cmd_validate_subject},
     {"validate_name", cmd_validate_name},
 };
