@@ -56,7 +56,7 @@ printf '%s\n' '{"id":1,"cmd":"hello"}' \
     '{"id":7,"cmd":"exit"}' |
     "$java" $jvm_options -Xlog:cds=error:stderr -XX:ArchiveClassesAtExit="$out/driver.jsa" -cp "$classpath" \
         nats.conformance.Driver >"$out/check.out"
-grep -q '"protocol":"nats-conformance-driver/1"' "$out/check.out" || {
+grep -q '"protocol":"nats-conformance-driver/2"' "$out/check.out" || {
     echo "the built driver did not answer hello:" >&2
     cat "$out/check.out" >&2
     exit 1
@@ -65,7 +65,7 @@ rm -f "$out/check.out"
 
 cat >"$out/run" <<EOF
 #!/bin/sh
-# jnats driver (nats-conformance-driver/1 on stdin/stdout), built by build.sh for jnats $JNATS_VERSION.
+# jnats driver (nats-conformance-driver/2 on stdin/stdout), built by build.sh for jnats $JNATS_VERSION.
 exec "$java" $jvm_options -XX:SharedArchiveFile="$out/driver.jsa" -cp "$classpath" nats.conformance.Driver "\$@"
 EOF
 chmod +x "$out/run"

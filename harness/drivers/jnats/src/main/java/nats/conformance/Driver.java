@@ -41,11 +41,27 @@ import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
 
 /**
- * nats-conformance-driver/1 for io.nats:jnats: one JSON request per stdin line, one response per
+ * nats-conformance-driver/2 for io.nats:jnats: one JSON request per stdin line, one response per
  * request and asynchronous events on stdout. One long-lived process, so the JVM starts once.
+ * jnats's own checks before anything is written (IllegalArgumentException on a subject, header or
+ * option) answer {@code refused}; {@code invalid} is kept for a malformed request. A status line is
+ * jnats's Message.getStatus(), apart from the headers. headers_op uses Headers: getFirst, get, put,
+ * remove and add match keys exactly; the {@code insensitive} case has getIgnoreCase for get and
+ * values only (Headers has no case-insensitive put, remove or add: unsupported).
  */
 public final class Driver implements ErrorListener, ConnectionListener {
-    private static final String PROTOCOL = "nats-conformance-driver/1";
+    private static final String PROTOCOL = "nats-conformance-driver/2";
+    /**
+     * What jnats supports through this driver: the Options.Builder settings connect uses, Headers
+     * and IncomingHeadersProcessor, the Validator checks in Validation, JetStream, KeyValue and
+     * ObjectStore (Connection.jetStream(), keyValue(), objectStore()), and flush(), which sends
+     * PING and waits for the PONG.
+     */
+    private static final List<String> CAPABILITIES = List.of(
+        "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
+        "verbose", "pedantic", "echo", "user_password", "token",
+        "validate_subject", "validate_name", "decode_headers", "encode_headers", "headers_op",
+        "jetstream", "kv", "object_store", "flush_roundtrip");
     private static final ObjectMapper JSON =
         new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
@@ -161,7 +177,7 @@ public final class Driver implements ErrorListener, ConnectionListener {
             return "no_responders";
         }
         if (e instanceof IllegalArgumentException) {
-            return "invalid"; // jnats refuses bad subjects, headers and options this way
+            return "refused"; // jnats refuses bad subjects, headers and options this way, locally
         }
         if (e instanceof IOException) {
             return "connection"; // connect failures, a lost socket
@@ -170,7 +186,7 @@ public final class Driver implements ErrorListener, ConnectionListener {
             // "Connection is Closed" on a closed connection; on an open one a misuse such as
             // "Subscription is not managed by this Dispatcher".
             boolean open = connection != null && connection.getStatus() == Connection.Status.CONNECTED;
-            return open ? "invalid" : "connection";
+            return open ? "refused" : "connection";
         }
         if (e instanceof TimeoutException) {
             return "timeout";
@@ -196,6 +212,7 @@ public final class Driver implements ErrorListener, ConnectionListener {
             case "close" -> close(request);
             case "decode_headers" -> decodeHeaders(request);
             case "encode_headers" -> encodeHeaders(request);
+            case "headers_op" -> headersOp(request);
             case "validate_subject" -> validate(
                 Validation.SUBJECT_USES, "use", string(request, "use"), string(request, "subject"));
             case "validate_name" -> validate(
@@ -211,6 +228,8 @@ public final class Driver implements ErrorListener, ConnectionListener {
         result.put("library", "io.nats:jnats");
         result.put("version", Nats.CLIENT_VERSION);
         result.put("language", "Java " + Runtime.version());
+        ArrayNode capabilities = result.putArray("capabilities");
+        CAPABILITIES.forEach(capabilities::add);
         return result;
     }
 
@@ -383,7 +402,7 @@ public final class Driver implements ErrorListener, ConnectionListener {
             // The parser jnats runs on every HMSG header block.
             parsed = new IncomingHeadersProcessor(block);
         } catch (IllegalArgumentException e) {
-            throw new Failure("invalid", text(e));
+            throw new Failure("refused", text(e));
         }
         ObjectNode result = NODES.objectNode();
         putStatus(result, parsed.getStatus());
@@ -397,6 +416,49 @@ public final class Driver implements ErrorListener, ConnectionListener {
         byte[] block = (headers == null ? new Headers() : headers).getSerialized();
         ObjectNode result = NODES.objectNode();
         result.put("block_b64", Base64.getEncoder().encodeToString(block));
+        return result;
+    }
+
+    private static ObjectNode headersOp(JsonNode request) throws Failure {
+        Headers headers = headers(request);
+        if (headers == null) {
+            throw new Failure("invalid", "headers must be a list of [name, value] pairs");
+        }
+        String match = string(request, "case");
+        String op = string(request, "op");
+        String key = string(request, "key");
+        String value = optionalString(request, "value");
+        boolean exact = switch (match) {
+            case "sensitive" -> true;
+            case "insensitive" -> false;
+            default -> throw new Failure("invalid", "case must be sensitive or insensitive");
+        };
+        ObjectNode result = NODES.objectNode();
+        if (op.equals("get") || op.equals("values")) {
+            List<String> values = exact ? headers.get(key) : headers.getIgnoreCase(key);
+            boolean absent = values == null || values.isEmpty();
+            if (op.equals("get")) {
+                // getFirst is what a user calls; getIgnoreCase has no first-value form.
+                result.put("value", absent ? null : exact ? headers.getFirst(key) : values.get(0));
+            } else {
+                ArrayNode list = result.putArray("values");
+                if (!absent) {
+                    values.forEach(list::add);
+                }
+            }
+            return result;
+        }
+        if (!exact) {
+            throw new Failure("unsupported", "jnats Headers has no case-insensitive " + op);
+        }
+        String given = value == null ? "" : value;
+        switch (op) {
+            case "set" -> headers.put(key, given);
+            case "delete" -> headers.remove(key);
+            case "append" -> headers.add(key, given);
+            default -> throw new Failure("invalid", "unknown headers_op op " + op);
+        }
+        result.set("headers", headerPairs(headers));
         return result;
     }
 
