@@ -258,6 +258,8 @@ def test_advertised_commands_answer(
                 reply = process.call(command, production=production, name="ORDERS")
                 if reply.ok:
                     break
+        if command == "validate_subject" and not reply.ok:  # ... and some use
+            reply = process.call(command, subject="a.b", use="subscribe")
         if command in client.capabilities:
             assert reply.ok, (command, reply)
         else:
@@ -271,6 +273,7 @@ def test_advertised_commands_answer(
 
 
 HEADERS_OP_BASE = [["X-Multi", "one"], ["Other", "o"], ["X-Multi", "two"]]
+CHANGES = [("delete", "X-Multi", None), ("set", "Other", "n"), ("append", "New-Key", "v")]
 
 
 def test_headers_op_round_trip(client: ClientTarget, start: Callable[[], DriverProcess]) -> None:
@@ -292,14 +295,21 @@ def test_headers_op_round_trip(client: ClientTarget, start: Callable[[], DriverP
     assert op("get", "X-Multi") == {"value": multi[0]}
     assert op("get", "Absent") == {"value": None}
     assert op("values", "Absent") == {"values": []}
-    deleted = op("delete", "X-Multi")["headers"]
-    assert same_headers(deleted, [["Other", "o"]]), deleted
-    replaced = op("set", "Other", "n")["headers"]
-    assert ["Other", "n"] in replaced and ["Other", "o"] not in replaced, replaced
-    others = [pair for pair in base if pair[0] != "Other"]
-    assert same_headers([pair for pair in replaced if pair[0] != "Other"], others), replaced
-    appended = op("append", "New-Key", "v")["headers"]
-    assert ["New-Key", "v"] in appended, appended
+    # A header type may lack an operation (async-nats's HeaderMap has no remove): unsupported.
+    changed = {name: op(name, key, value) for name, key, value in CHANGES}
+    for name, answer in changed.items():
+        if isinstance(answer, driver.DriverReply):
+            assert answer.error_type == "unsupported", (name, answer)
+    assert len(changed) > sum(isinstance(a, driver.DriverReply) for a in changed.values())
+    if isinstance(deleted := changed["delete"], dict):
+        assert same_headers(deleted["headers"], [["Other", "o"]]), deleted
+    if isinstance(replaced := changed["set"], dict):
+        pairs = replaced["headers"]
+        assert ["Other", "n"] in pairs and ["Other", "o"] not in pairs, pairs
+        others = [pair for pair in base if pair[0] != "Other"]
+        assert same_headers([pair for pair in pairs if pair[0] != "Other"], others), pairs
+    if isinstance(appended := changed["append"], dict):
+        assert ["New-Key", "v"] in appended["headers"], appended
     insensitive = op("get", "x-multi", case="insensitive")
     if isinstance(insensitive, driver.DriverReply):
         assert insensitive.error_type == "unsupported", insensitive

@@ -1,6 +1,12 @@
-//! nats-conformance-driver/1 for the async-nats crate: JSON lines on stdin (requests), JSON lines
+//! nats-conformance-driver/2 for the async-nats crate: JSON lines on stdin (requests), JSON lines
 //! on stdout (responses and events). Requests are handled one at a time; subscription messages
 //! and connection events are written by other tasks through the same locked, flushed writer.
+//! The crate's own checks before anything is written (an invalid subject, queue name, header
+//! name or value, a payload over the maximum, an unparsable URL) answer `refused`; `invalid` is
+//! kept for a malformed request. Messages carry the status line in their own status and
+//! description fields. headers_op uses HeaderMap get/get_all/insert/append, which match names
+//! exactly (HeaderName's derived equality): `insensitive` is unsupported, and so is `delete`
+//! (HeaderMap has no remove).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -23,7 +29,25 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-const PROTOCOL: &str = "nats-conformance-driver/1";
+const PROTOCOL: &str = "nats-conformance-driver/2";
+/// What async-nats supports through this driver. Not verbose or pedantic (CONNECT hard-codes
+/// them false); not jetstream, kv or object_store (the crate is built without those features,
+/// see Cargo.toml); not flush_roundtrip: Client::flush resolves once the connection task has
+/// flushed its write buffer to the socket, with no PING/PONG. validate_subject answers for the
+/// subscribe use only (Subject::validated); decode/encode_headers are unreachable.
+const CAPABILITIES: [&str; 11] = [
+    "headers",
+    "no_responders",
+    "queue_groups",
+    "request",
+    "unsubscribe_max",
+    "drain",
+    "echo",
+    "user_password",
+    "token",
+    "validate_subject",
+    "headers_op",
+];
 const LIBRARY: &str = "async-nats";
 // Set by build.sh from Cargo.lock and `rustc --version`; the crate keeps its own VERSION private.
 const LIBRARY_VERSION: &str = match option_env!("DRIVER_LIBRARY_VERSION") {
@@ -150,8 +174,9 @@ fn headers_arg(req: &Value) -> Result<Option<HeaderMap>, Failure> {
                 ))
             }
         };
-        let name = HeaderName::from_str(name).map_err(|e| fail("invalid", e))?;
-        let value = HeaderValue::from_str(value).map_err(|e| fail("invalid", e))?;
+        // The crate's own checks of a header name and value: a local refusal.
+        let name = HeaderName::from_str(name).map_err(|e| fail("refused", e))?;
+        let value = HeaderValue::from_str(value).map_err(|e| fail("refused", e))?;
         map.append(name, value);
     }
     Ok(Some(map))
@@ -322,7 +347,7 @@ fn require_fixed(options: &Value, key: &str, fixed: bool) -> Result<(), Failure>
 
 fn connect_error(err: async_nats::ConnectError) -> Failure {
     let kind = match err.kind() {
-        ConnectErrorKind::ServerParse => "invalid",
+        ConnectErrorKind::ServerParse => "refused", // the crate could not parse the URL
         ConnectErrorKind::TimedOut => "timeout",
         _ => "connection",
     };
@@ -354,7 +379,9 @@ impl Driver {
                 "library": LIBRARY,
                 "version": LIBRARY_VERSION,
                 "language": format!("Rust ({RUSTC_VERSION})"),
+                "capabilities": CAPABILITIES,
             })),
+            "headers_op" => headers_op(req),
             "connect" => self.connect(req).await,
             "publish" => self.publish(req).await,
             "subscribe" => self.subscribe(req).await,
@@ -491,7 +518,7 @@ impl Driver {
         result.map(|()| json!({})).map_err(|err| {
             let kind = match err.kind() {
                 PublishErrorKind::InvalidSubject | PublishErrorKind::MaxPayloadExceeded => {
-                    "invalid"
+                    "refused"
                 }
                 PublishErrorKind::Send => "connection",
             };
@@ -510,7 +537,7 @@ impl Driver {
         let sub = result.map_err(|err| {
             let kind = match err.kind() {
                 SubscribeErrorKind::InvalidSubject | SubscribeErrorKind::InvalidQueueName => {
-                    "invalid"
+                    "refused"
                 }
                 SubscribeErrorKind::Other => "connection",
             };
@@ -563,7 +590,7 @@ impl Driver {
                     RequestErrorKind::TimedOut => "timeout",
                     RequestErrorKind::NoResponders => "no_responders",
                     RequestErrorKind::InvalidSubject | RequestErrorKind::MaxPayloadExceeded => {
-                        "invalid"
+                        "refused"
                     }
                     RequestErrorKind::Other if self.is_closed() => "connection",
                     RequestErrorKind::Other => "other",
@@ -653,6 +680,40 @@ fn validate_subject(req: &Value) -> Outcome {
              public Subject::validated is the subscribe rule",
         )),
         other => Err(fail("invalid", format!("unknown use `{other}`"))),
+    }
+}
+
+/// One operation through the crate's HeaderMap, built from the pairs with append.
+fn headers_op(req: &Value) -> Outcome {
+    let mut map = headers_arg(req)?.ok_or_else(|| fail("invalid", "headers_op needs headers"))?;
+    match arg_str(req, "case")? {
+        "sensitive" => {}
+        "insensitive" => {
+            return Err(fail(
+                "unsupported",
+                "async-nats's HeaderMap matches names exactly only",
+            ))
+        }
+        other => return Err(fail("invalid", format!("unknown case `{other}`"))),
+    }
+    let key = HeaderName::from_str(arg_str(req, "key")?).map_err(|e| fail("refused", e))?;
+    let value = opt_str(req, "value")?.unwrap_or("");
+    match arg_str(req, "op")? {
+        "get" => Ok(json!({"value": map.get(key).map(HeaderValue::as_str)})),
+        "values" => Ok(json!({
+            "values": map.get_all(key).map(HeaderValue::as_str).collect::<Vec<_>>()
+        })),
+        op @ ("set" | "append") => {
+            let value = HeaderValue::from_str(value).map_err(|e| fail("refused", e))?;
+            if op == "set" {
+                map.insert(key, value);
+            } else {
+                map.append(key, value);
+            }
+            Ok(json!({"headers": headers_json(&map)}))
+        }
+        "delete" => Err(fail("unsupported", "async-nats's HeaderMap has no remove")),
+        other => Err(fail("invalid", format!("unknown op `{other}`"))),
     }
 }
 
