@@ -221,9 +221,8 @@ def test_hello_declares_capabilities_from_the_vocabulary(
     client: ClientTarget, start: Callable[[], DriverProcess]
 ) -> None:
     hello = ok(start().call("hello"))
-    if hello["protocol"] != PROTOCOL:
-        assert "capabilities" not in hello and client.capabilities is None
-        pytest.skip(f"{client.library}'s driver is still on {hello['protocol']}")
+    # Every bundled driver is on protocol 2 (the harness still takes /1: see the fakes below).
+    assert hello["protocol"] == PROTOCOL, hello
     assert set(hello["capabilities"]) <= set(driver.capability_names()), hello
     assert client.capabilities == frozenset(hello["capabilities"])
     # The common tests here use these: every driver has them.
@@ -899,6 +898,38 @@ def test_a_driver_reporting_another_version_is_refused(fake_library: Path) -> No
         pytest.raises(ClientError, match=r"9\.9\.9"),
     ):
         target.driver()
+
+
+def test_a_protocol_1_driver_has_unknown_capabilities(fake_library: Path) -> None:
+    with open_client("client:nats-py") as target:
+        assert target.lacks("jetstream") is None  # unknown: the case runs and may be unsupported
+        assert target.capabilities is None
+        assert target.hello is not None and target.hello["protocol"] == PROTOCOLS[1]
+        with pytest.raises(ValueError, match="no-such"):
+            target.lacks("no-such")
+
+
+def test_a_protocol_2_driver_without_capabilities_breaks_the_protocol(
+    fake_library: Path,
+) -> None:
+    fake = fake_library / "fake.py"
+    fake.write_text(fake.read_text().replace(PROTOCOLS[1], PROTOCOL))
+    with open_client("client:nats-py") as target, pytest.raises(ClientError, match="capabilities"):
+        target.driver()
+
+
+def test_a_protocol_2_driver_declares_what_it_lacks(fake_library: Path) -> None:
+    fake = fake_library / "fake.py"
+    fake.write_text(
+        fake.read_text().replace(
+            f'"{PROTOCOLS[1]}",', f'"{PROTOCOL}", "capabilities": ["headers", "request"],'
+        )
+    )
+    with open_client("client:nats-py") as target:
+        assert target.lacks("headers") is None
+        reason = target.lacks("jetstream")
+        assert reason is not None and "lacks jetstream" in reason, reason
+        assert target.capabilities == {"headers", "request"}
 
 
 def test_closing_a_client_stops_its_drivers(fake_library: Path) -> None:
