@@ -553,14 +553,6 @@ def client_cases(loaded: Iterable[vectors.Case]) -> list[vectors.Case]:
     return [case for case in loaded if "client" in case.roles]
 
 
-def _lacks(client: ClientTarget, capability: str | None) -> str | None:
-    """Why a protocol-2 driver cannot take a path; None when it can, or when it does not say."""
-    declared = getattr(client, "capabilities", None)
-    if capability is None or declared is None or capability in declared:
-        return None
-    return f"the {client.library} driver does not declare the {capability} capability"
-
-
 def _result(
     case: vectors.Case,
     spec: RowSpec,
@@ -628,7 +620,7 @@ def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Itera
 def _run_path(
     client: ClientTarget, path: ClientPath, cases: list[vectors.Case]
 ) -> Iterator[CheckResult]:
-    lacking = _lacks(client, path.capability)
+    lacking = client.lacks(path.capability) if path.capability else None
     with ExitStack() as stack:
         s = stack.enter_context(Session(client))
         r = PathRun(s, stack)
