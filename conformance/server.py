@@ -50,6 +50,11 @@ class ServerConfig:
     user: str | None = None
     password: str | None = None
     token: str | None = None
+    auth_timeout: float = 1.0  # "(default 1 second)", client-protocol.txt "+OK/ERR"
+    permissions: dict[str, dict[str, list[str]]] | None = None
+    ping_interval: float | None = None  # None: no keep-alive PING within a script's time
+    max_pings_out: int = 2
+    jetstream: bool = False
 
     @property
     def auth_required(self) -> bool:

