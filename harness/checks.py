@@ -1,20 +1,32 @@
-"""One vector case against one server target: skip, error, or the wire script's verdict."""
+"""One vector case against one server target: skip, error, or the verdict of its server path.
+
+A case reaches a server through its wire script, or, for ``name.validate``, through the JetStream
+API (``harness.jetstream_names``).
+"""
 
 from __future__ import annotations
 
 import time
 
 from conformance.vectors import Case
+from harness import jetstream_names
 from harness.targets import ServerTarget, TargetError
 from harness.wire import CaseResult, run_wire_script
 
 
 def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> CaseResult:
-    """Run ``case``'s wire script on a server of ``target`` (each wait bounded by ``timeout``)."""
+    """Run ``case`` on a server of ``target`` (each wait bounded by ``timeout``)."""
+    names = case.kind == jetstream_names.KIND
     wire = case.data.get("wire")
-    if wire is None:
+    if names:
+        reason = jetstream_names.not_asked(case)
+        if reason is not None:
+            return CaseResult("skip", reason, 0.0)
+        config = jetstream_names.SERVER_CONFIG
+    elif wire is None:
         return CaseResult("skip", "no wire script", 0.0)
-    config = wire.get("config", {})
+    else:
+        config = wire.get("config", {})
     if config and not target.configurable:
         keys = ", ".join(sorted(config))
         return CaseResult(
@@ -25,4 +37,6 @@ def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> Cas
         server = target.server(config)
     except TargetError as exc:
         return CaseResult("error", str(exc), (time.monotonic() - started) * 1000)
+    if names:
+        return jetstream_names.check(case, server, timeout=timeout)
     return run_wire_script(wire, server, timeout=timeout)

@@ -1,4 +1,4 @@
-"""Run wire cases against server targets: one row per (target, case), judged by the gate."""
+"""Run server cases against server targets: one row per (target, case), judged by the gate."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.vectors import Case, LoadResult, load_all
+from harness import jetstream_names
 from harness.checks import check_case
 from harness.gate import Baseline, Verdict
 from harness.results import (
@@ -60,8 +61,9 @@ GREETING_CASE = "protocol.info.session.greeting"
 
 
 def server_cases(loaded: LoadResult) -> list[Case]:
-    """The cases a server target is checked with: those with a wire script."""
-    return [case for case in loaded.cases if "wire" in case.data]
+    """The cases a server target is checked with: those whose roles name ``server`` (a wire script,
+    or a name asked through the JetStream API) and any other case with a wire script."""
+    return [case for case in loaded.cases if "server" in case.roles or "wire" in case.data]
 
 
 def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
@@ -86,7 +88,7 @@ def make_row(
 
 
 def write_row(writer: ResultsWriter, row: ResultRow, case: Case, result: CaseResult) -> None:
-    """Write a wire case's row with its requirement and transcript as details."""
+    """Write a case's row with its requirement and transcript as details."""
     transcript = "" if result.transcript is None else result.transcript.text()
     writer.write(
         row, source=case.source, description=case.data["description"], transcript=transcript
@@ -109,16 +111,19 @@ def run_target(
     version = target.version()
     out = []
     broken_greeting = ""
-    for case in sorted(cases, key=lambda c: c.id != GREETING_CASE):
-        if broken_greeting:
-            result = CaseResult("error", f"not run: {broken_greeting}", 0.0)
-        else:
-            result = check_case(case, target)
-            if result.greeting_failed:
-                broken_greeting = f"the target's greeting is broken ({result.message})"
-        row = make_row(ctx, target, version, case, result)
-        write_row(writer, row, case, result)
-        verdict = baseline.verdict(row)
-        out.append((row, verdict))
-        on_result(row, verdict)
+    try:
+        for case in sorted(cases, key=lambda c: c.id != GREETING_CASE):
+            if broken_greeting:
+                result = CaseResult("error", f"not run: {broken_greeting}", 0.0)
+            else:
+                result = check_case(case, target)
+                if result.greeting_failed:
+                    broken_greeting = f"the target's greeting is broken ({result.message})"
+            row = make_row(ctx, target, version, case, result)
+            write_row(writer, row, case, result)
+            verdict = baseline.verdict(row)
+            out.append((row, verdict))
+            on_result(row, verdict)
+    finally:
+        jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
     return out
