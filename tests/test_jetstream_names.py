@@ -47,6 +47,15 @@ def rows(target: ServerTarget) -> dict[str, Any]:
     return {"results": results, "seconds": time.monotonic() - started}
 
 
+def test_the_server_role_is_given_to_the_names_this_path_reaches() -> None:
+    loaded = load_all([BUNDLED_DIR])
+    with_role = {
+        c.id for c in loaded.cases if c.kind == jetstream_names.KIND and "server" in c.roles
+    }
+    assert with_role == {case.id for case in NAME_CASES}
+    assert with_role <= {case.id for case in runner.server_cases(loaded)}
+
+
 # --- the real server --------------------------------------------------------------------------
 
 

