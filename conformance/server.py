@@ -12,11 +12,23 @@ Where the documents leave a choice, the model takes the documents' words and say
   PONG needs no acknowledgement, so neither gets +OK.
 - "echo: ... If set to true, the server ... will not send originating messages" reads inverted
   against the option's name and every client; the model treats echo=false as "do not echo".
+- Time passes only where a script says so (``elapse``): the authentication timeout, "(default 1
+  second)", ends an unauthenticated connection with -ERR 'Authorization Timeout'; with a ping
+  interval the server PINGs, and a connection that leaves more than max_pings_out unanswered gets
+  -ERR 'Stale Connection' ("PING/PONG" example: PING, PING, -ERR, closed).
+- Permissions: a publish or subscription outside the user's allow list or inside its deny list
+  gets -ERR 'Permissions Violation for Publish to <subject>' (or "for Subscription to") and the
+  connection stays open, as "+OK/ERR" lists them; nothing is delivered or subscribed.
+- CONNECT "protocol" other than 0 or 1 (an int: "optional int") gets -ERR 'Invalid Client
+  Protocol' and closes. A connection that did not enable headers gets a message published with
+  headers as MSG with the payload alone (the documents are silent; cases on it are info).
+- Connections share one server: a message published on one is delivered to the matching
+  subscriptions of every connection (a queue group gets one copy: its first member).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from conformance import subjects
 from conformance.protocol import (
@@ -24,6 +36,7 @@ from conformance.protocol import (
     DEFAULT_MAX_PAYLOAD,
     Connect,
     Direction,
+    Err,
     Event,
     HMsg,
     HPub,
@@ -69,22 +82,75 @@ class _Subscription:
     delivered: int = 0
 
 
-@dataclass
+# CONNECT "protocol": 0 (or absent) and 1 are the versions the documents define; bools are not.
+_PROTOCOLS = (0, 1)
+
+
+def _is_protocol(value: object) -> bool:
+    return not isinstance(value, bool) and value in _PROTOCOLS
+
+
+class Broker:
+    """What every connection of one server shares: the configuration and the connections."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.connections: list[ServerModel] = []
+
+    def route(self, pub: Pub | HPub, sender: ServerModel) -> None:
+        """Deliver to each matching subscription of every open connection; a queue group gets
+        one copy (its first member, in connection then subscription order)."""
+        groups_served: set[str] = set()
+        for conn in self.connections:
+            if conn.closed or (conn is sender and not sender.echo):
+                continue
+            for sid, sub in list(conn.subscriptions.items()):
+                if not subjects.matches(sub.subject, pub.subject):
+                    continue
+                if sub.queue is not None:
+                    if sub.queue in groups_served:
+                        continue
+                    groups_served.add(sub.queue)
+                conn.deliver(sid, sub, pub)
+
+
+def _permitted(rules: dict[str, list[str]] | None, subject: str) -> bool:
+    if rules is None:
+        return True
+    allow = rules.get("allow")
+    allowed = allow is None or any(subjects.matches(pattern, subject) for pattern in allow)
+    return allowed and not any(subjects.matches(p, subject) for p in rules.get("deny", []))
+
+
 class ServerModel:
-    """One client connection as the documents describe the server side of it."""
+    """One client connection as the documents describe the server side of it.
 
-    config: ServerConfig = field(default_factory=ServerConfig)
-    verbose: bool = True
-    echo: bool = True
-    authenticated: bool = False
-    closed: bool = False
-    subscriptions: dict[str, _Subscription] = field(default_factory=dict)
-    parser: Parser = field(init=False)
+    ``receive`` feeds what the client sends and returns what the server sends back on this
+    connection, including what other connections' messages delivered to it since the last call;
+    ``take`` returns that without sending anything, ``elapse`` lets time pass.
+    """
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        config: ServerConfig | None = None,
+        *,
+        broker: Broker | None = None,
+        answers_pings: bool = True,
+    ) -> None:
+        self.broker = broker or Broker(config or ServerConfig())
+        self.config = self.broker.config
+        self.broker.connections.append(self)
+        self.answers_pings = answers_pings  # whether the client answers the server's PINGs
+        self.verbose = True
+        self.echo = True
+        self.closed = False
+        self.subscriptions: dict[str, _Subscription] = {}
+        self.authenticated = not self.config.auth_required
+        self.elapsed = 0.0
+        self.pings_out = 0
+        self._pending: list[Op] = []
         limits = Limits(self.config.max_control_line, self.config.max_payload)
         self.parser = Parser(Direction.CLIENT, limits=limits, headers=False, pedantic=False)
-        self.authenticated = not self.config.auth_required
 
     def info(self) -> Info:
         """The INFO a server sends first (the fields this model can vouch for)."""
@@ -98,36 +164,86 @@ class ServerModel:
         return Info(options)
 
     def receive(self, data: bytes) -> list[Op]:
-        """Feed client bytes; return what the server sends back, in order."""
-        out: list[Op] = []
+        """Feed client bytes; return what the server sends back on this connection, in order."""
         for event in self.parser.feed(data):
             if self.closed:
                 break
-            self._handle(event, out)
+            self._handle(event)
+        return self.take()
+
+    def take(self) -> list[Op]:
+        """What the server sent on this connection since the last ``receive`` or ``take``."""
+        out, self._pending = self._pending, []
         return out
 
-    def _fail(self, error: ProtocolError, out: list[Op]) -> None:
+    def elapse(self, seconds: float) -> None:
+        """Let ``seconds`` pass: the authentication timeout and keep-alive PINGs."""
+        start, self.elapsed = self.elapsed, self.elapsed + seconds
+        cfg = self.config
+        if not self.authenticated and not self.closed and self.elapsed >= cfg.auth_timeout:
+            self._close_with("'Authorization Timeout'")
+        if cfg.ping_interval is None:
+            return
+        ticks = int(self.elapsed / cfg.ping_interval) - int(start / cfg.ping_interval)
+        for _ in range(ticks):
+            if self.closed:
+                return
+            if self.pings_out >= cfg.max_pings_out:
+                self._close_with("'Stale Connection'")
+                return
+            self._pending.append(Ping())
+            if not self.answers_pings:
+                self.pings_out += 1
+
+    def deliver(self, sid: str, sub: _Subscription, pub: Pub | HPub) -> None:
+        """Queue one message of ``pub`` for subscription ``sid`` of this connection; without
+        headers enabled in its CONNECT the connection gets the payload alone, as MSG."""
+        if isinstance(pub, HPub) and self.parser.headers:
+            self._pending.append(HMsg(pub.subject, sid, pub.reply, pub.headers, pub.payload))
+        else:
+            self._pending.append(Msg(pub.subject, sid, pub.reply, pub.payload))
+        sub.delivered += 1
+        if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
+            del self.subscriptions[sid]
+
+    def _close_with(self, message: str) -> None:
+        self._pending.append(Err(message))
+        self.closed = True
+
+    def _fail(self, error: ProtocolError) -> None:
         err = error.to_err()
         if err is not None:
-            out.append(err)
+            self._pending.append(err)
         if error.closes:
             self.closed = True
 
-    def _handle(self, event: Event, out: list[Op]) -> None:
+    def _handle(self, event: Event) -> None:
+        out = self._pending
         if isinstance(event, ProtocolError):
-            self._fail(event, out)
+            self._fail(event)
             return
         if not self.authenticated and not isinstance(event, Connect):
-            self._fail(protocol_error("authorization_violation", Direction.CLIENT), out)
+            self._fail(protocol_error("authorization_violation", Direction.CLIENT))
             return
         if isinstance(event, Ping):
             out.append(Pong())
             return
         if isinstance(event, Pong):
+            self.pings_out = 0
+            return
+        perms = self.config.permissions or {}
+        if isinstance(event, Pub | HPub) and not _permitted(perms.get("publish"), event.subject):
+            out.append(Err(f"'Permissions Violation for Publish to {event.subject}'"))
+            return
+        if isinstance(event, Sub) and not _permitted(perms.get("subscribe"), event.subject):
+            out.append(Err(f"'Permissions Violation for Subscription to {event.subject}'"))
             return
         if isinstance(event, Connect):
+            if not _is_protocol(event.options.get("protocol", 0)):
+                self._close_with("'Invalid Client Protocol'")
+                return
             if not self._authorize(event.options):
-                self._fail(protocol_error("authorization_violation", Direction.CLIENT), out)
+                self._fail(protocol_error("authorization_violation", Direction.CLIENT))
                 return
             self.verbose = event.options.get("verbose", True) is not False
             self.echo = event.options.get("echo", True) is not False
@@ -137,8 +253,8 @@ class ServerModel:
             self._unsubscribe(event)
         if self.verbose:
             out.append(Ok())
-        if isinstance(event, Pub | HPub) and self.echo:
-            self._deliver(event, out)
+        if isinstance(event, Pub | HPub):
+            self.broker.route(event, self)
 
     def _authorize(self, options: dict[str, object]) -> bool:
         cfg = self.config
@@ -159,21 +275,3 @@ class ServerModel:
             sub.max_msgs = op.max_msgs
         else:
             del self.subscriptions[op.sid]
-
-    def _deliver(self, pub: Pub | HPub, out: list[Op]) -> None:
-        """Deliver to each matching subscription; a queue group gets one copy (its first member)."""
-        groups_served: set[str] = set()
-        for sid, sub in list(self.subscriptions.items()):
-            if not subjects.matches(sub.subject, pub.subject):
-                continue
-            if sub.queue is not None:
-                if sub.queue in groups_served:
-                    continue
-                groups_served.add(sub.queue)
-            if isinstance(pub, HPub):
-                out.append(HMsg(pub.subject, sid, pub.reply, pub.headers, pub.payload))
-            else:
-                out.append(Msg(pub.subject, sid, pub.reply, pub.payload))
-            sub.delivered += 1
-            if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
-                del self.subscriptions[sid]

@@ -7,7 +7,6 @@ file, the case id and the field, so a vector author can find it.
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -17,9 +16,35 @@ from typing import Any
 
 import jsonschema
 
-from conformance import headers, names, protocol, server, streaming, subjects
+from conformance import headers, names, protocol, streaming, subjects, wire_script
 
-FORMAT = "nats-conformance-vectors/1"
+# Re-exported: the vector API stays in one place for its users.
+from conformance.vector_values import (
+    BYTES_FIELDS as BYTES_FIELDS,
+)
+from conformance.vector_values import (
+    SHOWN as SHOWN,
+)
+from conformance.vector_values import (
+    BytesError as BytesError,
+)
+from conformance.vector_values import (
+    Mismatch as Mismatch,
+)
+from conformance.vector_values import (
+    decode_bytes as decode_bytes,
+)
+from conformance.vector_values import (
+    encode_bytes as encode_bytes,
+)
+from conformance.vector_values import (
+    excerpt as excerpt,
+)
+from conformance.vector_values import (
+    op_pattern as op_pattern,
+)
+
+FORMAT = "nats-conformance-vectors/2"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
 
@@ -88,46 +113,6 @@ class Case:
 class LoadResult:
     cases: list[Case] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
-
-
-class BytesError(ValueError):
-    """A bytes value that cannot be decoded; carries the JSON path."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-def decode_bytes(value: Any, path: str = "") -> bytes:
-    """Decode a vector bytes value (string, {base64}, {repeat,count}, or a list of parts)."""
-    if isinstance(value, str):
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError as exc:  # lone surrogates from \\udXXX escapes
-            raise BytesError(
-                path, f"string is not valid Unicode text ({exc.reason}); use base64"
-            ) from exc
-    if isinstance(value, list):
-        return b"".join(decode_bytes(part, f"{path}[{i}]") for i, part in enumerate(value))
-    if isinstance(value, dict) and "base64" in value:
-        try:
-            return base64.b64decode(value["base64"], validate=True)
-        except (ValueError, TypeError) as exc:
-            raise BytesError(f"{path}.base64", f"invalid base64: {exc}") from exc
-    if isinstance(value, dict) and "repeat" in value:
-        count = value.get("count")
-        if not isinstance(count, int) or count < 0:
-            raise BytesError(f"{path}.count", "count must be a non-negative integer")
-        return decode_bytes(value["repeat"], f"{path}.repeat") * count
-    raise BytesError(path, f"not a bytes value: {value!r}")
-
-
-def encode_bytes(data: bytes) -> Any:
-    """The most readable lossless JSON form of ``data``."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(data).decode("ascii")}
 
 
 @cache
@@ -251,14 +236,6 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
 # --- evaluation -------------------------------------------------------------------------------
 
 
-class Mismatch(Exception):
-    """A case whose reference outcome differs from its expectation (field, message)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
 def _expect_equal(field_name: str, expected: Any, actual: Any) -> None:
     if expected != actual:
         raise Mismatch(field_name, f"expected {expected!r}, reference gives {actual!r}")
@@ -279,14 +256,6 @@ def _eval_protocol_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         got = actual[i] if i < len(actual) else None
         _expect_equal(f"expect.events[{i}]", want, got)
     _expect_equal("expect.incomplete", exp.get("incomplete", False), parser.incomplete)
-
-
-BYTES_FIELDS = frozenset({"headers", "payload"})
-
-
-def op_pattern(op: dict[str, Any], path: str) -> dict[str, Any]:
-    """A vector op with its bytes fields decoded; fields left out stay out (a pattern)."""
-    return {k: decode_bytes(v, f"{path}.{k}") if k in BYTES_FIELDS else v for k, v in op.items()}
 
 
 def _expected_event(event: dict[str, Any], path: str) -> dict[str, Any]:
@@ -433,64 +402,6 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 }
 
 
-SHOWN = 600  # characters of one value a message shows
-
-
-def excerpt(value: Any, limit: int = SHOWN) -> str:
-    """``repr(value)``, cut to ``limit`` characters with its full size: a message quoting what a
-    target sent stays small whatever the target sends."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
-
-
-def compare_exchange(
-    exchange: dict[str, Any], index: int, received: list[protocol.Event], closed: bool, peer: str
-) -> Mismatch | None:
-    """Judge what a server sent back in one exchange of a wire script; None when it conforms.
-
-    ``received`` is what the server sent after this exchange's ``send`` (as parsed by the
-    reference, so bytes that break the protocol appear as errors), ``closed`` whether it closed
-    the connection, ``peer`` how to name the server in the message. Operations compare as
-    patterns: only the fields the script gives.
-    """
-    path = f"wire.exchanges[{index}]"
-    got = [protocol.event_fields(event) for event in received]
-    for j, pattern in enumerate(exchange["expect"]):
-        want = op_pattern(pattern, f"{path}.expect[{j}]")
-        actual = got[j] if j < len(got) else None
-        if actual is None or any(actual.get(k, _ABSENT) != v for k, v in want.items()):
-            return Mismatch(
-                f"{path}.expect[{j}]",
-                f"expected {excerpt(want)}, {peer} sends {excerpt(actual)} (all: {excerpt(got)})",
-            )
-    if len(got) > len(exchange["expect"]):
-        extra = got[len(exchange["expect"]) :]
-        return Mismatch(f"{path}.expect", f"{peer} sends more: {excerpt(extra)}")
-    state = "closed" if closed else "open"
-    if exchange["then"] != state:
-        return Mismatch(
-            f"{path}.then", f"expected the connection {exchange['then']}, {peer} left it {state}"
-        )
-    return None
-
-
-_ABSENT = object()
-
-
-def _eval_wire(wire: dict[str, Any]) -> None:
-    """Run a wire script against the reference server model."""
-    model = server.ServerModel(server.ServerConfig(**wire.get("config", {})))
-    for i, exchange in enumerate(wire["exchanges"]):
-        if model.closed:
-            raise Mismatch(
-                f"wire.exchanges[{i}]", "the reference closed the connection before this exchange"
-            )
-        sent = model.receive(decode_bytes(exchange["send"], f"wire.exchanges[{i}].send"))
-        mismatch = compare_exchange(exchange, i, list(sent), model.closed, "the reference server")
-        if mismatch is not None:
-            raise mismatch
-
-
 def normalise_whitespace(text: str) -> str:
     """Runs of whitespace as one space: how a quote is matched against its document."""
     return " ".join(text.split())
@@ -524,7 +435,7 @@ def evaluate(case: Case) -> Problem | None:
         if "reference" in case.roles:
             EVALUATORS[case.kind](case.data["input"], case.data["expect"])
         if "wire" in case.data:
-            _eval_wire(case.data["wire"])
+            wire_script.evaluate(case.data["wire"])
     except Mismatch as exc:
         return Problem(case.file, case.id, exc.field, str(exc))
     except BytesError as exc:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from conformance import protocol, vectors
+from conformance import protocol, vectors, wire_script
+from conformance.wire_script import ConnectionPlan
 
 if TYPE_CHECKING:
     from harness.targets import RunningServer
@@ -50,9 +52,10 @@ def escape(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class TranscriptEvent:
-    at: float  # seconds since the connection was opened
+    at: float  # seconds since the script's first connection was opened
     direction: Direction
     data: bytes  # the bytes sent or received; for the other directions, a description
+    connection: str = ""  # which of a script's connections; "" when it has one
 
 
 @dataclass
@@ -66,7 +69,8 @@ class Transcript:
             shown = escape(event.data[:TEXT_SHOWN])
             if len(event.data) > TEXT_SHOWN:
                 shown += f"... ({len(event.data)} bytes in all)"
-            lines.append(f"  +{event.at * 1000:.1f}ms {_MARKS[event.direction]} {shown}")
+            on = f"[{event.connection}] " if event.connection else ""
+            lines.append(f"  +{event.at * 1000:.1f}ms {on}{_MARKS[event.direction]} {shown}")
         return "\n".join(lines)
 
     def to_json(self) -> list[dict[str, Any]]:
@@ -78,6 +82,7 @@ class Transcript:
                 "size": len(event.data),
                 "data": vectors.encode_bytes(event.data[:JSON_SHOWN]),
                 "truncated": len(event.data) > JSON_SHOWN,
+                **({"connection": event.connection} if event.connection else {}),
             }
             for event in self.events
         ]
@@ -87,12 +92,25 @@ class WireConnection:
     """A blocking TCP client to a NATS server that records a transcript and never waits unbounded.
 
     It answers a server PING with PONG and leaves PING and INFO out of what ``receive`` returns,
-    except the connection's first operation (which should be the INFO), returned whatever it is.
+    except the connection's first operation (which should be the INFO), returned whatever it is;
+    ``plan`` may keep them, or leave PINGs unanswered. Connections of one script share one
+    transcript (``label`` tells them apart) and one time origin.
     """
 
-    def __init__(self, sock: socket.socket, started: float) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        started: float,
+        *,
+        plan: ConnectionPlan | None = None,
+        transcript: Transcript | None = None,
+        label: str = "",
+    ) -> None:
         self._sock = sock
         self._started = started
+        self._plan = plan or ConnectionPlan(wire_script.DEFAULT_CONNECTION)
+        self._label = label
+        self.raw = bytearray()  # the bytes received since ``mark``
         self._parser = protocol.Parser(protocol.Direction.SERVER, limits=READ_LIMITS, headers=True)
         self._first = True
         self.closed = False  # the peer closed or reset the connection
@@ -102,15 +120,17 @@ class WireConnection:
         # receive can get more (closed or broken).
         self.stopped = ""
         self._final = ""
-        self.transcript = Transcript()
+        self.transcript = transcript if transcript is not None else Transcript()
 
     @classmethod
-    def connect(cls, host: str, port: int, *, timeout: float) -> WireConnection:
+    def connect(
+        cls, host: str, port: int, *, timeout: float, started: float | None = None, **kw: Any
+    ) -> WireConnection:
         """Open the connection; OSError (refused, timed out, ...) propagates to the caller."""
-        started = time.monotonic()
+        began = time.monotonic() if started is None else started
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, started)
+        return cls(sock, began, **kw)
 
     @property
     def incomplete(self) -> bool:
@@ -119,7 +139,7 @@ class WireConnection:
 
     def _record(self, direction: Direction, data: bytes) -> None:
         self.transcript.events.append(
-            TranscriptEvent(time.monotonic() - self._started, direction, data)
+            TranscriptEvent(time.monotonic() - self._started, direction, data, self._label)
         )
 
     def note(self, text: str) -> None:
@@ -147,14 +167,21 @@ class WireConnection:
         self.send_failed = True
         return False
 
-    def receive(self, count: int, *, timeout: float) -> list[protocol.Event]:
-        """Read until ``count`` operations are in, the peer closes, ``timeout`` seconds pass, the
-        bytes break the protocol (a ``ProtocolError`` event) or the flood budget is spent.
+    def receive(
+        self,
+        count: int,
+        *,
+        timeout: float,
+        enough: Callable[[list[protocol.Event]], bool] | None = None,
+    ) -> list[protocol.Event]:
+        """Read until ``count`` operations are in (or ``enough`` says what came is enough), the
+        peer closes, ``timeout`` seconds pass, the bytes break the protocol (a
+        ``ProtocolError`` event) or the flood budget is spent.
 
         Operations parsed from the same bytes beyond ``count`` are returned too: the server sent
         them before the reading stopped.
         """
-        return self._read(count, timeout, f"{count} operation(s)")
+        return self._read(count, timeout, f"{count} operation(s)", enough=enough)
 
     def receive_until_closed(self, *, timeout: float) -> list[protocol.Event]:
         """Everything the server sends until it closes (or a ``receive`` limit is reached)."""
@@ -174,7 +201,13 @@ class WireConnection:
         return out, self.closed
 
     def _read(
-        self, count: int, timeout: float, awaited: str, *, pong: bool = False
+        self,
+        count: int,
+        timeout: float,
+        awaited: str,
+        *,
+        pong: bool = False,
+        enough: Callable[[list[protocol.Event]], bool] | None = None,
     ) -> list[protocol.Event]:
         """Read until ``count`` operations are in (or, with ``pong``, a PONG is among them)."""
         deadline = time.monotonic() + timeout
@@ -183,6 +216,8 @@ class WireConnection:
         self.stopped = self._final
         while len(out) < count and not self.stopped:
             if pong and any(isinstance(e, protocol.Pong) for e in out):
+                break
+            if enough is not None and out and enough(out):
                 break
             if budget <= 0:
                 self.stopped = f"stopped reading after {RECEIVE_BUDGET} bytes (flood guard)"
@@ -205,6 +240,7 @@ class WireConnection:
                 self._peer_closed("connection closed by the server")
                 break
             self._record("recv", data)
+            self.raw += data
             budget -= len(data)
             out.extend(self._keep(self._parser.feed(data), deadline))
         return out
@@ -217,17 +253,18 @@ class WireConnection:
             if self._first:
                 self._first = False
                 kept.append(event)
-            elif isinstance(event, protocol.Ping):
+                continue
+            if isinstance(event, protocol.Ping):
                 pings += 1
-            elif not isinstance(event, protocol.Info):
-                kept.append(event)
+            kept += wire_script.kept(self._plan, [event])
             if isinstance(event, protocol.ProtocolError):
                 self.broken = True
                 self._final = self.stopped = (
                     f"the server's bytes break the protocol: {event.reason} ({event.detail})"
                 )
                 self.note(self.stopped)
-        if pings:  # within the receive's deadline: a peer that does not read must not stall us
+        if pings and self._plan.answer_pings:  # within the receive's deadline: a peer that
+            # does not read must not stall us
             self.send(PONG * pings, timeout=max(deadline - time.monotonic(), 0.001))
         return kept
 
@@ -271,50 +308,69 @@ class _Verdict(Exception):
 def run_wire_script(
     wire: dict[str, Any], server: RunningServer, *, timeout: float = 1.0
 ) -> CaseResult:
-    """Run one wire script against ``server``; every step is bounded by ``timeout`` seconds.
+    """Run one wire script against ``server``; every step is bounded by ``timeout`` seconds (an
+    exchange's ``wait`` adds to it).
 
+    Each of the script's connections opens at its first exchange and must greet with INFO.
     ``pass`` when every exchange matches; ``fail`` at the first mismatch ("<field>: <why>") or
-    when the server does not greet with INFO (``greeting_failed``: no other case can run on that
-    server either); ``error`` when the script cannot be run (no connection, an undecodable
-    script).
+    when the server does not greet with INFO (``greeting_failed`` when the script's first
+    connection finds it: no other case can run on that server either); ``error`` when the
+    script cannot be run (no connection, an undecodable script).
     """
     started = time.monotonic()
-    wire_conn: WireConnection | None = None
+    transcript = Transcript()
+    plans = wire_script.connections(wire)
+    labelled = len(plans) > 1
+    conns: dict[str, WireConnection] = {}
     greeting = False
     try:
         try:
-            wire_conn = WireConnection.connect(server.host, server.port, timeout=timeout)
-        except OSError as exc:
-            raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
-        with wire_conn:
-            _expect_info(wire_conn, timeout)
             for i, exchange in enumerate(wire["exchanges"]):
-                _run_exchange(wire_conn, exchange, i, timeout)
+                name = wire_script.connection_of(wire, i)
+                conn = conns.get(name)
+                if conn is None:
+                    try:
+                        conn = WireConnection.connect(
+                            server.host, server.port, timeout=timeout, started=started,
+                            plan=plans[name], transcript=transcript,
+                            label=name if labelled else "",
+                        )  # fmt: skip
+                    except OSError as exc:
+                        raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
+                    conns[name] = conn
+                    _expect_info(conn, timeout, first=len(conns) == 1, name=name)
+                _run_exchange(conn, exchange, i, timeout)
+        finally:
+            for conn in conns.values():
+                conn.close()
         outcome, message = "pass", ""
     except _Verdict as verdict:
         outcome, message = verdict.outcome, verdict.message
         greeting = verdict.greeting
+    except vectors.Mismatch as exc:
+        outcome, message = "error", f"cannot run the wire script: {exc.field}: {exc}"
     except (vectors.BytesError, KeyError, TypeError, ValueError) as exc:
         outcome, message = "error", f"cannot run the wire script: {type(exc).__name__}: {exc}"
-    transcript = wire_conn.transcript if wire_conn is not None else None
     elapsed = (time.monotonic() - started) * 1000
-    return CaseResult(outcome, message, elapsed, transcript, greeting_failed=greeting)
+    shown = transcript if transcript.events else None
+    return CaseResult(outcome, message, elapsed, shown, greeting_failed=greeting)
 
 
-def _expect_info(wire: WireConnection, timeout: float) -> None:
-    first = wire.receive(1, timeout=timeout)
-    if first and isinstance(first[0], protocol.Info):
+def _expect_info(wire: WireConnection, timeout: float, *, first: bool, name: str) -> None:
+    """The connection's first operation is INFO; otherwise a verdict (``greeting`` when it is
+    the script's first connection)."""
+    which = "" if first else f"connection {name}: "
+    got = wire.receive(1, timeout=timeout)
+    if got and isinstance(got[0], protocol.Info):
+        wire.raw.clear()
         return
-    if not first and wire.closed:
-        raise _Verdict(
-            "fail",
-            f"no INFO: the connection ended before the server sent INFO ({wire.stopped})",
-            greeting=True,
-        )
-    if first and not isinstance(first[0], protocol.ProtocolError):
-        name = protocol.OP_NAMES[type(first[0])]
-        raise _Verdict("fail", f"no INFO: the server's first operation is {name}", greeting=True)
-    raise _Verdict("fail", f"no INFO: {wire.stopped}", greeting=True)
+    if not got and wire.closed:
+        why = f"the connection ended before the server sent INFO ({wire.stopped})"
+    elif got and not isinstance(got[0], protocol.ProtocolError):
+        why = f"the server's first operation is {protocol.OP_NAMES[type(got[0])]}"
+    else:
+        why = wire.stopped
+    raise _Verdict("fail", f"{which}no INFO: {why}", greeting=first)
 
 
 def _run_exchange(
@@ -323,11 +379,29 @@ def _run_exchange(
     path = f"wire.exchanges[{index}]"
     if wire.closed:
         raise _Verdict("fail", f"{path}: the server closed the connection before this exchange")
-    wire.send(vectors.decode_bytes(exchange["send"], f"{path}.send"), timeout=timeout)
-    received = wire.receive(len(exchange["expect"]), timeout=timeout)
+    wire.raw.clear()
+    data = vectors.decode_bytes(exchange.get("send", ""), f"{path}.send")
+    if data:
+        wire.send(data, timeout=timeout)
+    within = timeout + exchange.get("wait", 0)
+    if "expect_bytes" in exchange:
+        size = len(vectors.decode_bytes(exchange["expect_bytes"], f"{path}.expect_bytes"))
+        received = wire.receive(_UNBOUNDED, timeout=within, enough=lambda _: len(wire.raw) >= size)
+    else:
+        patterns = exchange["expect"]
+
+        def enough(got: list[protocol.Event]) -> bool:  # every pattern met, optional ones too
+            return wire_script.compare_exchange(
+                {"expect": patterns, "then": "closed" if wire.closed else "open"},
+                index, got, wire.closed, "",
+            ) is None  # fmt: skip
+
+        received = wire.receive(len(patterns), timeout=within, enough=enough)
     if exchange["then"] == "closed":
         received += wire.closes(timeout=timeout)[0]
-    mismatch = vectors.compare_exchange(exchange, index, received, wire.closed, "the server")
+    mismatch = wire_script.compare_exchange(
+        exchange, index, received, wire.closed, "the server", bytes(wire.raw)
+    )
     if mismatch is not None:
         ending = f"; {wire.stopped}" if wire.stopped else ""
         raise _Verdict("fail", f"{mismatch.field}: {mismatch}{ending}")

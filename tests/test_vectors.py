@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance import protocol, vectors
+from conformance import protocol, vectors, wire_script
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR])
 
@@ -234,7 +234,7 @@ def test_a_mismatch_quotes_a_bounded_excerpt_of_what_came() -> None:
     """A target answering with a 1 MB message cannot make a 1 MB failure message."""
     exchange = {"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}
     huge = protocol.Msg("foo", "1", None, b"x" * (1 << 20))
-    mismatch = vectors.compare_exchange(exchange, 0, [huge, huge], False, "the server")
+    mismatch = wire_script.compare_exchange(exchange, 0, [huge, huge], False, "the server")
     assert mismatch is not None and len(str(mismatch)) < 4 * vectors.SHOWN
     assert "characters)" in str(mismatch)
 
@@ -258,3 +258,17 @@ def test_every_bundled_quote_is_its_documents_words() -> None:
     cases = vectors.load_all([vectors.BUNDLED_DIR]).cases
     problems = [p for c in cases if (p := vectors.citation_problem(c, documents))]
     assert not problems, [str(p) for p in problems[:5]]
+
+
+def test_schema_refuses_pattern_keys_outside_wire_expectations(tmp_path: Path) -> None:
+    """``optional`` and ``matches`` belong to wire patterns; in a parse expectation they are
+    schema problems naming the field, not silently ignored."""
+    case = next(
+        c for c in BUNDLED.cases if c.kind == "protocol.parse" and c.data["expect"]["events"]
+    )
+    data = json.loads(json.dumps(case.data))
+    data["expect"]["events"][0]["optional"] = True
+    doc = {"format": vectors.FORMAT, "group": case.group, "title": "t", "cases": [data]}
+    path = _file(tmp_path, "bad.json", json.dumps(doc))
+    problems = vectors.load_all([path]).problems
+    assert problems and "optional" in problems[0].message

@@ -228,3 +228,54 @@ def test_long_data_is_truncated_with_its_size() -> None:
     (as_json,) = transcript.to_json()
     assert as_json["size"] == 5000 and as_json["truncated"] is True
     assert len(as_json["data"]) < 5000
+
+
+# --- format 2: connections, byte-exact expectations ----------------------------------------------
+
+TWO_CONNECTIONS = {
+    "connections": {"sub": {}, "pub": {}},
+    "exchanges": [
+        {"on": "sub", "send": 'CONNECT {"verbose":false}\r\nSUB foo 1\r\nPING\r\n',
+         "expect": [{"op": "PONG"}], "then": "open"},
+        {"on": "pub", "send": 'CONNECT {"verbose":false}\r\nPUB foo 2\r\nhi\r\nPING\r\n',
+         "expect": [{"op": "PONG"}], "then": "open"},
+        {"on": "sub", "send": "PING\r\n", "expect_bytes": "MSG foo 1 2\r\nhi\r\nPONG\r\n",
+         "then": "open"},
+    ],
+}  # fmt: skip
+
+
+def test_a_script_delivers_across_connections_byte_exact(nats_server: RunningServer) -> None:
+    result = run_wire_script(TWO_CONNECTIONS, nats_server)
+    assert (result.outcome, result.message) == ("pass", "")
+    assert result.transcript is not None
+    assert {e.connection for e in result.transcript.events} == {"sub", "pub"}
+    assert "[pub] >" in result.transcript.text()
+
+
+def test_wrong_bytes_fail_naming_expect_bytes(nats_server: RunningServer) -> None:
+    wire = json.loads(json.dumps(TWO_CONNECTIONS))
+    wire["exchanges"][2]["expect_bytes"] = "MSG foo  1 2\r\nhi\r\nPONG\r\n"
+    result = run_wire_script(wire, nats_server)
+    assert result.outcome == "fail"
+    assert result.message.startswith("wire.exchanges[2].expect_bytes: expected exactly")
+
+
+def test_a_kept_async_info_is_compared(nats_server: RunningServer) -> None:
+    """2.15.1 sends INFO after a protocol-1 CONNECT: kept, it is an extra operation."""
+    send = 'CONNECT {"verbose":false,"protocol":1}\r\nPING\r\n'
+    wire = {
+        "connections": {"main": {"keep": ["INFO"]}},
+        "exchanges": [{"send": send, "expect": [{"op": "PONG"}], "then": "open"},
+                      {"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}],
+    }  # fmt: skip
+    result = run_wire_script(wire, nats_server)
+    assert result.outcome == "fail" and "'INFO'" in result.message
+    del wire["connections"]
+    assert run_wire_script(wire, nats_server).outcome == "pass"
+
+
+def test_an_undeclared_connection_is_an_error_of_the_script(nats_server: RunningServer) -> None:
+    wire = {"connections": {"a": {}}, "exchanges": [{"on": "b", "expect": [], "then": "open"}]}
+    result = run_wire_script(wire, nats_server)
+    assert result.outcome == "error" and "wire.exchanges[0].on" in result.message

@@ -1,0 +1,156 @@
+"""Wire scripts, sans-I/O: which connection each exchange uses, what it keeps, and how what a
+server sent in one exchange is judged. ``evaluate`` runs a script against the reference server
+model; ``harness.wire`` runs the same script against a live server and judges it with
+``compare_exchange``, so the model and a real server are held to one reading of the script.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from conformance import protocol, server
+from conformance.vector_values import Mismatch, decode_bytes, excerpt, op_pattern
+
+DEFAULT_CONNECTION = "main"
+# Operations a server may send at any time (keep-alive, async INFO): left out of what an
+# exchange compares unless its connection keeps them.
+UNSOLICITED = ("INFO", "PING")
+# Pattern keys that are not operation fields.
+_PATTERN_KEYS = ("optional", "matches")
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class ConnectionPlan:
+    """One connection of a script: what it keeps of the unsolicited operations, whether it
+    answers the server's PINGs."""
+
+    name: str
+    keep: frozenset[str] = frozenset()
+    answer_pings: bool = True
+
+
+def connections(wire: dict[str, Any]) -> dict[str, ConnectionPlan]:
+    """The script's connections by name, in declaration order (one, ``main``, by default)."""
+    declared = wire.get("connections") or {DEFAULT_CONNECTION: {}}
+    return {
+        name: ConnectionPlan(
+            name, frozenset(options.get("keep", ())), options.get("answer_pings", True)
+        )
+        for name, options in declared.items()
+    }
+
+
+def connection_of(wire: dict[str, Any], index: int) -> str:
+    """The connection exchange ``index`` runs on; a name the script does not declare is a
+    ``Mismatch`` naming the field."""
+    plans = connections(wire)
+    name = wire["exchanges"][index].get("on", next(iter(plans)))
+    if name not in plans:
+        raise Mismatch(f"wire.exchanges[{index}].on", f"{name!r} is not a connection of the script")
+    return name
+
+
+def kept(plan: ConnectionPlan, events: list[protocol.Event]) -> list[protocol.Event]:
+    """What an exchange compares: everything but the unsolicited operations not kept."""
+    dropped = {protocol.OP_NAMES[t] for t in (protocol.Info, protocol.Ping)} - plan.keep
+    return [e for e in events if protocol.OP_NAMES.get(type(e)) not in dropped]
+
+
+def _matches(pattern: dict[str, Any], path: str, actual: dict[str, Any] | None) -> bool:
+    if actual is None:
+        return False
+    want = op_pattern({k: v for k, v in pattern.items() if k not in _PATTERN_KEYS}, path)
+    if any(actual.get(k, _ABSENT) != v for k, v in want.items()):
+        return False
+    for key, regex in pattern.get("matches", {}).items():
+        value = actual.get(key)
+        if not isinstance(value, str) or re.search(regex, value) is None:
+            return False
+    return True
+
+
+def compare_exchange(
+    exchange: dict[str, Any],
+    index: int,
+    received: list[protocol.Event],
+    closed: bool,
+    peer: str,
+    raw: bytes | None = None,
+) -> Mismatch | None:
+    """Judge what a server sent back in one exchange of a wire script; None when it conforms.
+
+    ``received`` is what the server sent after this exchange's ``send`` (parsed by the
+    reference, so bytes that break the protocol appear as errors; unsolicited operations the
+    connection does not keep already left out), ``raw`` the bytes as they came (for
+    ``expect_bytes``), ``closed`` whether it closed the connection, ``peer`` how to name the
+    server. Operations compare as patterns: only the fields given, ``matches`` as regular
+    expressions, an ``optional`` pattern skipped when the next operation does not fit it.
+    """
+    path = f"wire.exchanges[{index}]"
+    if "expect_bytes" in exchange:
+        want = decode_bytes(exchange["expect_bytes"], f"{path}.expect_bytes")
+        got_bytes = raw if raw is not None else b""
+        if got_bytes != want:
+            return Mismatch(
+                f"{path}.expect_bytes",
+                f"expected exactly {excerpt(want)}, {peer} sends {excerpt(got_bytes)}",
+            )
+    else:
+        got = [protocol.event_fields(event) for event in received]
+        at = 0
+        for j, pattern in enumerate(exchange["expect"]):
+            actual = got[at] if at < len(got) else None
+            if _matches(pattern, f"{path}.expect[{j}]", actual):
+                at += 1
+            elif not pattern.get("optional", False):
+                want_fields = {k: v for k, v in pattern.items() if k != "optional"}
+                return Mismatch(
+                    f"{path}.expect[{j}]",
+                    f"expected {excerpt(want_fields)}, {peer} sends {excerpt(actual)} "
+                    f"(all: {excerpt(got)})",
+                )
+        if at < len(got):
+            return Mismatch(f"{path}.expect", f"{peer} sends more: {excerpt(got[at:])}")
+    state = "closed" if closed else "open"
+    if exchange["then"] != state:
+        return Mismatch(
+            f"{path}.then", f"expected the connection {exchange['then']}, {peer} left it {state}"
+        )
+    return None
+
+
+def evaluate(wire: dict[str, Any]) -> None:
+    """Run a wire script against the reference server model; a ``Mismatch`` when it differs."""
+    broker = server.Broker(server.ServerConfig(**wire.get("config", {})))
+    plans = connections(wire)
+    models: dict[str, server.ServerModel] = {}
+    for i, exchange in enumerate(wire["exchanges"]):
+        name = connection_of(wire, i)
+        model = models.get(name)
+        if model is None:
+            model = models[name] = server.ServerModel(
+                broker=broker, answers_pings=plans[name].answer_pings
+            )
+        sent = model.take()  # what other connections and time left for it
+        if model.closed and not sent:
+            raise Mismatch(
+                f"wire.exchanges[{i}]", "the reference closed the connection before this exchange"
+            )
+        sent += model.receive(decode_bytes(exchange.get("send", ""), f"wire.exchanges[{i}].send"))
+        if "wait" in exchange:
+            for other in models.values():
+                other.elapse(exchange["wait"])
+            sent += model.take()
+        ops = kept(plans[name], sent)
+        raw = b"".join(_encoded(op) for op in ops)
+        mismatch = compare_exchange(exchange, i, ops, model.closed, "the reference server", raw)
+        if mismatch is not None:
+            raise mismatch
+
+
+def _encoded(op: protocol.Op) -> bytes:
+    data = protocol.encode(op, any_headers=True)
+    return data if isinstance(data, bytes) else b""
