@@ -30,6 +30,7 @@ from conformance.protocol import (
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
     SERVER_ERRORS,
+    Connect,
     Direction,
     Err,
     Event,
@@ -146,6 +147,23 @@ def _deliver_to_nonmatching(op: Op, session: Session) -> list[Out]:
                     else HMsg(op.subject, sid, op.reply, op.headers, op.payload)
                 )
     return [op]
+
+
+def _spaced_msg(op: Msg) -> list[Out]:
+    line, _, rest = _encoded(op).partition(CRLF)
+    return [line.replace(b" ", b"  ") + CRLF + rest]
+
+
+def _protocol_one(op: Connect) -> list[Out]:
+    """CONNECT with a protocol version other than 0 or 1 goes on as protocol 1."""
+    version = op.options.get("protocol")
+    if version in (None, 0, 1) or isinstance(version, bool):
+        return [op]
+    return [Connect({**op.options, "protocol": 1})]
+
+
+# What the server says when a timer ends a connection (nats-server's texts and the documents').
+_TIMEOUT_ERRORS = ("Timeout'", "'Stale Connection'")
 
 
 def _ignore_max(op: Unsub) -> list[Out]:
@@ -284,6 +302,37 @@ _CATALOG = [
         server=_on(
             _DELIVERIES, lambda op: [dataclasses.replace(op, subject=op.subject.swapcase())]
         ),
+    ),
+    Deviation(
+        "permission-violation-silent",
+        "A publish or subscription the user may not make is dropped without -ERR. Breaks "
+        "client-protocol.txt, +OK/ERR: -ERR 'Permissions Violation for Publish to <subject>' "
+        "and '... for Subscription to <subject>'.",
+        server=_on(Err, lambda op: [] if "Permissions Violation" in op.message else [op]),
+    ),
+    Deviation(
+        "timeouts-not-enforced",
+        "A connection that never authenticates, or leaves the server's PINGs unanswered, is "
+        "kept open (the -ERR and the close never reach the client). Breaks client-protocol.txt, "
+        "+OK/ERR: 'Authorization Timeout' (default 1 second) and 'Stale Connection' close it.",
+        server=_on(
+            Err,
+            lambda op: [Action.HOLD_OPEN] if op.message.endswith(_TIMEOUT_ERRORS) else [op],
+        ),
+    ),
+    Deviation(
+        "msg-fields-double-spaced",
+        "MSG control lines separate their fields with two spaces. Breaks client-protocol.txt, "
+        "MSG: 'MSG <subject> <sid> [reply-to] <#bytes>␍␊[payload]␍␊' (fields separated by "
+        "single spaces, as the byte-exact delivery case expects).",
+        server=_on(Msg, _spaced_msg),
+    ),
+    Deviation(
+        "unknown-protocol-accepted",
+        "CONNECT with a protocol version the documents do not define is accepted as protocol 1. "
+        "Breaks client-protocol.txt, +OK/ERR: -ERR 'Invalid Client Protocol' closes the "
+        "connection.",
+        client=_on(Connect, _protocol_one),
     ),
     Deviation(
         "info-not-sent",
