@@ -224,7 +224,12 @@ class NameSession:
             conn.send(b"".join(_encoded(op) for op in setup), timeout=timeout)
             answered = conn.receive(1, timeout=timeout)
             if not any(isinstance(e, protocol.Pong) for e in answered):
-                shown = ", ".join(type(e).__name__ for e in answered) or conn.stopped
+                # An -ERR (authorization, say) shows its text; anything else its operation.
+                shown = ", ".join(
+                    f"-ERR {e.message}" if isinstance(e, protocol.Err) else type(e).__name__
+                    for e in answered
+                )
+                shown = shown or conn.stopped
                 raise SessionError(f"no PONG after CONNECT and SUB: {shown}", conn.transcript)
         except SessionError:
             conn.close()
