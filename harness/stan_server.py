@@ -67,13 +67,6 @@ def go_missing() -> str | None:
     return None
 
 
-def _log_tail(log: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
-    except OSError:
-        return "(no log)"
-
-
 def build(version: str = PINNED, state_dir: Path | None = None) -> Path:
     """The server binary of ``version``: built with ``go install`` on first use, then reused.
     Builds of one release are serialized across processes."""
@@ -93,7 +86,7 @@ def build(version: str = PINNED, state_dir: Path | None = None) -> Path:
         seconds = _go_install(version, out, log)
         if not os.access(binary, os.X_OK):
             raise StanServerError(
-                f"go install wrote no {binary}; the end of {log}:\n{_log_tail(log)}"
+                f"go install wrote no {binary}; the end of {log}:\n{targets._log_tail(log)}"
             )
         marker.write_text(json.dumps({"hash": wanted, "version": version, "seconds": seconds}))
     return binary
@@ -141,7 +134,7 @@ def _go_install(version: str, out: Path, log: Path) -> float:
         problem = f"exit status {status}" if status is not None else "it timed out"
         raise StanServerError(
             f"building {NAME} {version} failed ({problem}) after {seconds:.0f} s; "
-            f"the end of its log ({log}):\n{_log_tail(log)}"
+            f"the end of its log ({log}):\n{targets._log_tail(log)}"
         )
     return seconds
 
@@ -239,7 +232,7 @@ def _await_ready(log: Path, proc: subprocess.Popen[bytes]) -> int:
             problem = f"exited with status {code}" if code is not None else "was not ready"
             raise StanServerError(
                 f"{NAME} (pid {proc.pid}) {problem} within {READY_TIMEOUT:g} s; "
-                f"the end of its log:\n{_log_tail(log)}"
+                f"the end of its log:\n{targets._log_tail(log)}"
             )
         time.sleep(0.02)
 
