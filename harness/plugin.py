@@ -27,7 +27,7 @@ from harness.gate import FAILING, Baseline, Verdict
 from harness.results import ResultsWriter, read_rows, run_id
 
 if TYPE_CHECKING:  # the server-side modules load only when the plugin is used
-    from harness.runner import RunContext
+    from harness.results import RunContext
 
 RESULTS_ENV = "NATS_CONFORMANCE_RESULTS"
 
@@ -66,7 +66,7 @@ class _Session:
     versions: dict[str, str] = field(default_factory=dict)
 
     def target(self, spec: str) -> Any:
-        from harness.targets import open_target
+        from harness.servers.kinds import open_target
 
         if spec not in self.targets:
             self.targets[spec] = open_target(spec)
@@ -93,7 +93,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ[RESULTS_ENV] = results
     baseline_path = config.getoption("nats_baseline")
     baseline_path = Path(baseline_path) if baseline_path else None
-    from harness.runner import RunContext
+    from harness.results import RunContext
 
     paths = [Path(p) for p in config.getoption("nats_vectors")] or [BUNDLED_DIR]
     config.stash[_STATE] = _Session(
@@ -128,7 +128,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 class VectorFile(pytest.File):
     def collect(self) -> Iterator[VectorItem]:
 
-        from harness.runner import load_server_cases
+        from harness.servers.runner import load_server_cases
 
         state = self.config.stash[_STATE]
         cases, loaded = load_server_cases([self.path])
@@ -152,16 +152,15 @@ class VectorItem(pytest.Item):
         self.add_marker(pytest.mark.nats_level(case.level))
 
     def runtest(self) -> None:
-        from harness.checks import check_case
-        from harness.runner import make_row, write_row
+        from harness.servers.checks import check_case
+        from harness.servers.runner import record
 
         state = self.config.stash[_STATE]
         target = state.target(self.spec)
         if self.spec not in state.versions:
             state.versions[self.spec] = target.version()
         result = check_case(self.case, target)
-        row = make_row(state.ctx, target, state.versions[self.spec], self.case, result)
-        write_row(state.writer, row, self.case, result)
+        row = record(state.ctx, state.writer, target, state.versions[self.spec], self.case, result)
         if result.transcript is not None:
             self.transcript = result.transcript.text()
             _attach(f"transcript {self.case.id} [{self.spec}]", self.transcript)

@@ -36,6 +36,8 @@ DETAILS_SUFFIX = ".details.ndjson"
 # Characters of a row's message kept: a message quotes what a target sent, and a target can send
 # anything; a longer one keeps its start, its full size and a digest.
 MESSAGE_LIMIT = 2000
+# Characters of a transcript kept in a details entry (the same rule: start, size, digest).
+TRANSCRIPT_LIMIT = 64_000
 
 
 def bounded(text: str, limit: int = MESSAGE_LIMIT) -> str:
@@ -136,7 +138,7 @@ class ResultsWriter:
             "target": row.target,
             "case_id": row.case_id,
             "requirement": None if source is None else requirement(source, description),
-            "transcript": transcript,
+            "transcript": bounded(transcript, TRANSCRIPT_LIMIT),
         }
         if self._details_fd is None:
             self._details_fd = _append_fd(details_path(self.path))
@@ -154,6 +156,71 @@ class ResultsWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class Found:
+    """What checking one case against one target found: the row's verdict and its evidence."""
+
+    outcome: str
+    message: str
+    duration_ms: float
+    transcript: str = ""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What every row of one run shares; ``record`` is the one path from a case to a row."""
+
+    run_id: str
+    suite_version: str
+    vectors_version: str
+
+    @classmethod
+    def for_vectors(cls, paths: Iterable[Path]) -> RunContext:
+        return cls(run_id(), suite_version(), vectors_version(paths))
+
+    def row(
+        self,
+        *,
+        target: str,
+        target_kind: str,
+        target_version: str,
+        case_id: str,
+        group: str,
+        level: str,
+        outcome: str,
+        duration_ms: float,
+        message: str,
+    ) -> ResultRow:
+        """A result row of this run, stamped now."""
+        return ResultRow(
+            self.run_id, now(), self.suite_version, self.vectors_version, target, target_kind,
+            target_version, case_id, group, level, outcome, round(duration_ms, 3),
+            bounded(message),
+        )  # fmt: skip
+
+    def record(
+        self,
+        writer: ResultsWriter,
+        target: tuple[str, str, str],
+        case: tuple[str, str, str],
+        found: Found,
+        *,
+        source: Source | None,
+        description: str,
+    ) -> ResultRow:
+        """Write the row of ``case`` (id, group, level) at ``target`` (name, kind, version),
+        with its requirement and transcript as details; the row."""
+        name, kind, version = target
+        case_id, group, level = case
+        row = self.row(
+            target=name, target_kind=kind, target_version=version, case_id=case_id, group=group,
+            level=level, outcome=found.outcome, duration_ms=found.duration_ms,
+            message=found.message,
+        )  # fmt: skip
+        writer.write(row, source=source, description=description, transcript=found.transcript)
+        return row
 
 
 def read_rows(path: Path) -> Iterator[ResultRow]:

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.targets import stop_process
+from harness.runtime.processes import stop_process
 from reports.model import (
     Cell,
     Change,
@@ -30,6 +30,7 @@ from reports.model import (
     Report,
     Run,
     TargetReport,
+    VersionChange,
 )
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
@@ -328,6 +329,28 @@ def sample_report() -> Report:
                 "2.10.25",
                 "fail",
                 2,
+            ),
+        ],
+        version_changes=[
+            VersionChange(
+                "nats-server",
+                "protocol.connect.fields.session.async-info-after-connect",
+                "protocol.connect.fields",
+                "info",
+                "2.11.11",
+                "pass",
+                "2.12.0",
+                "fail",
+            ),
+            VersionChange(
+                HOSTILE_TARGET,
+                "client.<b>x</b>",
+                "client",
+                "must",
+                "1.0",
+                "fail",
+                "<i>2</i>",
+                "pass",
             ),
         ],
         flaky=[

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from conformance import headers, judge, names, protocol, subjects, vectors
 from conformance.judge import Malformed, Rejected
-from harness import client_vectors
-from harness.client_checks import CheckResult
-from harness.clients import ClientError, available_clients, open_client
+from harness.clients import vectors as client_vectors
+from harness.clients.checks import CheckResult
+from harness.clients.targets import ClientError, available_clients, open_client
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR]).cases
 CLIENT_CASES = client_vectors.client_cases(BUNDLED)
@@ -192,7 +192,7 @@ def test_every_library_gets_a_row_per_client_vector(spec: str) -> None:
 
 def test_hmsg_carries_any_block() -> None:
     """The fake server frames a block by its length even when the documents reject it."""
-    from harness.fake_server import hmsg_op
+    from harness.clients.fake_server import hmsg_op
 
     data = hmsg_op("s", "1", b"NATS/1.0\nX: 1\n\n", b"p")
     assert data == b"HMSG s 1 15 16\r\nNATS/1.0\nX: 1\n\np\r\n"

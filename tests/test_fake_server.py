@@ -15,11 +15,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conformance import headers, protocol, vectors
-from harness import client_checks, fake_server
-from harness.client_checks import run_client_checks
-from harness.clients import ClientError, ClientTarget, available_clients, open_client
-from harness.driver import DriverError, DriverProcess
-from harness.fake_server import (
+from harness.clients import checks as client_checks
+from harness.clients import fake_server
+from harness.clients.checks import run_client_checks
+from harness.clients.driver import DriverError, DriverProcess
+from harness.clients.fake_server import (
     DEFAULT_INFO,
     PADDING_FIELD,
     FakeConnection,
@@ -30,8 +30,8 @@ from harness.fake_server import (
     msg_op,
     split,
 )
-from harness.results import ResultRow, ResultsWriter, read_rows
-from harness.runner import RunContext
+from harness.clients.targets import ClientError, ClientTarget, available_clients, open_client
+from harness.results import ResultRow, ResultsWriter, RunContext, read_rows
 
 TIMEOUT = 2.0
 READ_LIMITS = protocol.Limits(max_control_line=1 << 20, max_payload=1 << 20)

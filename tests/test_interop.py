@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import clients, interop
-from harness.clients import LIBRARIES, ClientError, open_client
-from harness.driver import DriverProcess
-from harness.interop import (
+from harness.clients import interop
+from harness.clients import targets as clients
+from harness.clients.driver import DriverProcess
+from harness.clients.interop import (
     Delivered,
     Delivery,
     DeliveryScenario,
@@ -29,9 +29,9 @@ from harness.interop import (
     queue_problems,
     wildcard_problems,
 )
-from harness.results import ResultRow, ResultsWriter, read_rows
-from harness.runner import RunContext
-from harness.targets import open_target
+from harness.clients.targets import LIBRARIES, ClientError, open_client
+from harness.results import ResultRow, ResultsWriter, RunContext, read_rows
+from harness.servers.kinds import open_target
 
 # Every library with a driver here; nats-py must build, the others skip with their build's error.
 HOST_SPECS = [

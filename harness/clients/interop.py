@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from conformance.vectors import Source
-from harness.clients import ClientError, ClientTarget, open_client
-from harness.driver import DriverError, DriverProcess, DriverReply
-from harness.results import INTEROP_KIND, ResultRow, ResultsWriter
-from harness.runner import RunContext
-from harness.targets import TargetError, open_target
+from harness.clients.driver import DriverError, DriverProcess, DriverReply
+from harness.clients.targets import ClientError, ClientTarget, open_client
+from harness.results import INTEROP_KIND, ResultRow, ResultsWriter, RunContext
+from harness.servers.kinds import open_target
+from harness.servers.specs import TargetError
 
 Level = Literal["must", "should", "may", "info"]
 Outcome = Literal["pass", "fail", "error", "skip"]

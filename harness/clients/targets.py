@@ -5,7 +5,7 @@ library's driver once into the cache (DEFAULT_STATE_DIR/drivers/<library>-<versi
 running its build.sh, rebuilds it when the driver's sources change, and starts driver processes
 (harness.driver.DriverProcess) from it: on the host, or in a locally built container image run
 with the host network. Nothing it starts outlives the harness: processes get PR_SET_PDEATHSIG,
-containers carry the owner labels harness.targets.cleanup_leftovers() looks for.
+containers carry the owner labels harness.runtime.leftovers.cleanup_leftovers() looks for.
 """
 
 from __future__ import annotations
@@ -18,12 +18,9 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import tarfile
 import threading
-import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable
@@ -31,14 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness import targets
-from harness.driver import DriverError, DriverProcess, capability_names
+from harness.clients.driver import DriverError, DriverProcess, capability_names
+from harness.runtime import builds, containers, state
+from harness.runtime.containers import ContainerError
+from harness.runtime.leftovers import cleanup_leftovers
 
-DRIVERS_DIR = Path(__file__).resolve().parent / "drivers"
+DRIVERS_DIR = Path(__file__).resolve().parents[1] / "drivers"
 BUILD_TIMEOUT = 1800.0  # seconds one build may take (a cold Rust or Java build takes minutes)
 BUILD_LOG_TAIL = 30  # lines of a failed build's log in its ClientError
 HELLO_TIMEOUT = 30.0  # seconds a freshly built driver has to answer hello (a JVM starts slowly)
-MARKER = ".nats-conformance-build.json"  # in OUT_DIR, written after a build succeeded
 IMAGE_REPOSITORY = "nats-conformance/client"
 IMAGE_SOURCE_LABEL = "nats-conformance.client-build"  # on an image: the OUT_DIR it holds
 SKIPPED_SOURCES = {"__pycache__", "node_modules", "target", ".git"}  # build output, not sources
@@ -201,89 +199,31 @@ def _source_hash(library: Library, version_pin: str | None) -> str:
     return digest.hexdigest()
 
 
-def _log_tail(log: Path) -> str:
-    try:
-        lines = log.read_text(errors="replace").rstrip().splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(lines[-BUILD_LOG_TAIL:]) or "(empty log)"
-
-
-def _run_build(library: Library, version_pin: str | None, out: Path, log: Path) -> float:
-    """Run build.sh SOURCE_DIR OUT_DIR; the seconds it took. ClientError with the log's tail."""
-    script = DRIVERS_DIR / library.name / "build.sh"
-    if not script.is_file():
-        raise ClientError(f"the {library.name} driver has no build.sh in {script.parent}")
-    env = {k: v for k, v in os.environ.items() if k != "LIBRARY_VERSION"}
-    if version_pin is not None:
-        env["LIBRARY_VERSION"] = version_pin
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    with log.open("wb") as output:
-        output.write(
-            f"$ {script} {script.parent} {out}  (LIBRARY_VERSION={version_pin})\n".encode()
-        )
-        output.flush()
-        try:
-            proc = targets._SPAWNER.popen(
-                ["bash", str(script), str(script.parent), str(out)],
-                stdin=subprocess.DEVNULL,
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # a timeout stops the whole build (compilers, npm, ...)
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise ClientError(f"cannot run {script}: {exc}") from None
-        try:
-            status = proc.wait(BUILD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            raise ClientError(
-                f"building the {library.name} driver took more than {BUILD_TIMEOUT:g} s; "
-                f"the end of its log ({log}):\n{_log_tail(log)}"
-            ) from None
-        finally:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # whatever the build left running
-    seconds = time.monotonic() - started
-    if status != 0 or not os.access(out / "run", os.X_OK):
-        problem = f"exit status {status}" if status != 0 else "it wrote no executable OUT_DIR/run"
-        raise ClientError(
-            f"building the {library.name} driver failed ({problem}) after {seconds:.0f} s; "
-            f"the end of its log ({log}):\n{_log_tail(log)}"
-        )
-    return seconds
-
-
 def build_driver(library: str, version_pin: str | None = None) -> Path:
     """The OUT_DIR of a built driver (its executable is OUT_DIR/run): built on first use, and
     again when the driver's sources (or the pin) change. Builds of one OUT_DIR are serialized
-    across processes."""
+    across processes. Each checkout of the drivers builds into its own OUT_DIR, so two
+    checkouts sharing the cache never rebuild under each other's running drivers."""
     lib = LIBRARIES[library]
-    drivers = targets.DEFAULT_STATE_DIR / "drivers"
-    out = drivers / f"{library}-{version_pin or 'pinned'}"
-    marker = out / MARKER
-    with targets._locked(drivers / f".{out.name}.lock"):
-        wanted = _source_hash(lib, version_pin)
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            if json.loads(marker.read_text())["hash"] == wanted and (out / "run").is_file():
-                return out
-        marker.unlink(missing_ok=True)  # the old build no longer counts, even if this one fails
-        seconds = _run_build(lib, version_pin, out, drivers / f"{out.name}.build.log")
-        record = {"hash": wanted, "library": library, "pin": version_pin, "seconds": seconds}
-        marker.write_text(json.dumps(record))
-    return out
-
-
-def build_seconds(out: Path) -> float | None:
-    """How long the build in ``out`` took (None if unknown)."""
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        return float(json.loads((out / MARKER).read_text())["seconds"])
-    return None
+    checkout = hashlib.sha256(str(DRIVERS_DIR).encode()).hexdigest()[:8]
+    out = state.DEFAULT_STATE_DIR / "drivers" / f"{library}-{version_pin or 'pinned'}-{checkout}"
+    script = DRIVERS_DIR / library / "build.sh"
+    if not script.is_file():
+        raise ClientError(f"the {library} driver has no build.sh in {script.parent}")
+    env = {k: v for k, v in os.environ.items() if k != "LIBRARY_VERSION"}
+    if version_pin is not None:
+        env["LIBRARY_VERSION"] = version_pin
+    step = builds.Step(["bash", str(script), str(script.parent), str(out)], env=env)
+    what = f"the {library} driver (LIBRARY_VERSION={version_pin})"
+    try:
+        return builds.cached_build(
+            out,
+            _source_hash(lib, version_pin),
+            lambda: os.access(out / "run", os.X_OK),
+            lambda log: builds.run_step(step, log, BUILD_TIMEOUT, what, BUILD_LOG_TAIL),
+        )
+    except builds.BuildError as exc:
+        raise ClientError(str(exc)) from None
 
 
 # --- container images ----------------------------------------------------------------------------
@@ -338,7 +278,11 @@ class _RootFS:
     def add_libraries(self) -> None:
         """Add what the ELF files added so far load (one ldd for all: it lists them all)."""
         elves, self._elves = self._elves, []
-        for library in _shared_libraries(elves):
+        try:
+            loaded = containers.shared_libraries(elves)
+        except ContainerError as exc:
+            raise ClientError(str(exc)) from None
+        for library in loaded:
             self.add(library)
 
     def digest(self) -> str:
@@ -360,29 +304,6 @@ class _RootFS:
         return data.getvalue()
 
 
-def _shared_libraries(elves: list[Path]) -> list[Path]:
-    """What ELF files load: harness.targets' ldd reading, for many files in one ldd run."""
-    found: list[Path] = []
-    for start in range(0, len(elves), 200):  # a bounded command line
-        batch = elves[start : start + 200]
-        try:
-            done = subprocess.run(
-                ["ldd", *map(str, batch)], capture_output=True, text=True, timeout=60
-            )
-        except FileNotFoundError:
-            return found  # no ldd: a dynamic binary fails at start, with the loader's words
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ClientError(f"ldd: {exc}") from None
-        for line in done.stdout.splitlines():
-            name, _, rest = line.strip().partition(" => ")
-            if "not found" in rest:
-                raise ClientError(f"{name} is needed but not on this machine (ldd: {line})")
-            path = (rest or name).split(" (")[0].strip()
-            if line.startswith("\t") and path.startswith("/"):
-                found.append(Path(path))
-    return found
-
-
 def _client_image(out: Path, recipe: ContainerRecipe) -> str:
     """A local image of the driver built in ``out``, built once per content; older images of
     the same OUT_DIR are removed."""
@@ -392,33 +313,25 @@ def _client_image(out: Path, recipe: ContainerRecipe) -> str:
     for path in recipe.runtime:
         rootfs.add(path, skip=_unused)
     rootfs.add_libraries()
-    tag = rootfs.digest()
-    image = f"{IMAGE_REPOSITORY}:{tag}"
     try:
-        client = targets._docker_client()
-    except targets.TargetError as exc:
+        client = containers.docker_client()
+    except ContainerError as exc:
         raise ClientError(str(exc)) from None
     import docker
 
+    changes = [
+        f"ENTRYPOINT {json.dumps(list(recipe.entrypoint))}",
+        f"LABEL {IMAGE_SOURCE_LABEL}={json.dumps(str(out))}",
+    ]
     try:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            client.images.get(image)
-            return image
-        client.api.import_image_from_data(
-            rootfs.tar(),
-            repository=IMAGE_REPOSITORY,
-            tag=tag,
-            changes=[
-                f"ENTRYPOINT {json.dumps(list(recipe.entrypoint))}",
-                f"LABEL {targets.LABEL}=1",
-                f"LABEL {IMAGE_SOURCE_LABEL}={json.dumps(str(out))}",
-            ],
+        image = containers.import_image(
+            client, rootfs.tar(), IMAGE_REPOSITORY, rootfs.digest(), changes
         )
         for old in client.api.images(filters={"label": f"{IMAGE_SOURCE_LABEL}={out}"}):
             if image not in (old.get("RepoTags") or []):
                 with contextlib.suppress(docker.errors.APIError):  # in use: kept
                     client.api.remove_image(old["Id"])
-    except (docker.errors.DockerException, OSError) as exc:
+    except (ContainerError, docker.errors.DockerException, OSError) as exc:
         raise ClientError(f"cannot build an image of the driver in {out}: {exc}") from None
     finally:
         client.close()
@@ -426,8 +339,8 @@ def _client_image(out: Path, recipe: ContainerRecipe) -> str:
 
 
 def _remove_container(name: str) -> None:
-    with contextlib.suppress(targets.TargetError):
-        client = targets._docker_client()
+    with contextlib.suppress(ContainerError):
+        client = containers.docker_client()
         import docker
 
         try:
@@ -481,17 +394,10 @@ class ClientTarget:
             return [str(out / "run")], None
         if self._image is None:
             self._image = _client_image(out, recipe(out))
-        owner_pid, owner_start = targets._owner()
         name = f"nats-conformance-client-{uuid.uuid4().hex[:12]}"
-        labels = {
-            targets.LABEL: "1",
-            targets.OWNER_LABEL: str(owner_pid),
-            targets.OWNER_START_LABEL: str(owner_start),
-            targets.HOST_LABEL: socket.gethostname(),
-        }
         argv = ["docker", "run", "-i", "--rm", "--network", "host", "--log-driver", "none"]
         argv += ["--name", name]
-        for key, value in labels.items():
+        for key, value in containers.owner_labels().items():
             argv += ["--label", f"{key}={value}"]
         return [*argv, self._image], lambda: _remove_container(name)
 
@@ -504,7 +410,7 @@ class ClientTarget:
             command, cleanup = self._command()
             env = dict(os.environ)
             if self.spec.container:
-                env["DOCKER_HOST"] = targets._docker_host()
+                env["DOCKER_HOST"] = containers.docker_host()
                 if shutil.which("docker") is None:
                     raise ClientError(
                         "container clients need the docker CLI (apt-get install docker.io)"
@@ -581,7 +487,7 @@ def open_client(spec: str) -> ClientTarget:
     """Resolve ``spec``; the driver is built when the first driver process is asked for."""
     parsed = parse_client_spec(spec)
     if parsed.container:
-        targets.cleanup_leftovers()  # containers of killed runs
+        cleanup_leftovers()  # containers of killed runs
     return ClientTarget(parsed)
 
 
@@ -600,11 +506,7 @@ def available_clients() -> list[tuple[str, str]]:
         found.append((f"client:{name}", pinned_version(name) or "unknown"))
         if name == "nats.go" and DEBIAN_NATS_GO[1].is_dir():
             found.append((f"client:{name}=={DEBIAN_NATS_GO[0]}", DEBIAN_NATS_GO[0]))
-    engine = False
-    with contextlib.suppress(targets.TargetError):
-        targets._docker_client(timeout=3).close()
-        engine = shutil.which("docker") is not None
-    if engine:
+    if containers.engine_answers() and shutil.which("docker") is not None:
         found += [
             (f"container:{spec}", version)
             for spec, version in list(found)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance import headers, judge, protocol, vectors
 from conformance.judge import Judgement, Malformed, Rejected
-from harness.client_checks import (
+from harness.clients.checks import (
     HEADER,
     QUIET,
     STEP,
@@ -44,12 +44,12 @@ from harness.client_checks import (
     _is,
     connected,
 )
-from harness.driver import DriverError, DriverReply
-from harness.fake_server import FakeConnection, hmsg_op, msg_op
-from harness.fake_server import encode as encode_op
+from harness.clients.driver import DriverError, DriverReply
+from harness.clients.fake_server import FakeConnection, hmsg_op, msg_op
+from harness.clients.fake_server import encode as encode_op
 
 if TYPE_CHECKING:
-    from harness.clients import ClientTarget
+    from harness.clients.targets import ClientTarget
 
 # Driver error types that mean "the library refused this input" (protocol 1 says `invalid`,
 # protocol 2 `refused` for a refusal before anything was sent).

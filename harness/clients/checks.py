@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 from conformance import headers, judge, protocol, vectors
 from conformance.judge import grouped
 from conformance.vectors import Source
-from harness.clients import ClientError
-from harness.driver import DriverError
-from harness.fake_server import (
+from harness.clients.driver import DriverError
+from harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
     encode,
@@ -38,12 +37,13 @@ from harness.fake_server import (
     info_op,
     msg_op,
 )
-from harness.results import ResultRow, ResultsWriter
+from harness.clients.targets import ClientError
+from harness.results import Found, ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
-    from harness.clients import ClientTarget
-    from harness.driver import DriverProcess, DriverReply
-    from harness.runner import RunContext
+    from harness.clients.driver import DriverProcess, DriverReply
+    from harness.clients.targets import ClientTarget
+    from harness.results import RunContext
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)
@@ -1535,21 +1535,14 @@ def write_result(
     client: ClientTarget, writer: ResultsWriter, ctx: RunContext, result: CheckResult
 ) -> ResultRow:
     """Write one client row, with its requirement and transcript as details."""
-    row = ctx.row(
-        target=client.name,
-        target_kind="client",
-        target_version=client.version,
-        case_id=result.case_id,
-        group=result.group,
-        level=result.level,
-        outcome=result.outcome,
-        duration_ms=result.duration_ms,
-        message=result.message,
+    return ctx.record(
+        writer,
+        (client.name, "client", client.version),
+        (result.case_id, result.group, result.level),
+        Found(result.outcome, result.message, result.duration_ms, result.transcript),
+        source=result.source,
+        description=result.description,
     )
-    writer.write(
-        row, source=result.source, description=result.description, transcript=result.transcript
-    )
-    return row
 
 
 def run_client_checks(

@@ -2,59 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 from conformance.vectors import Case, LoadResult, load_all
-from harness import jetstream_names
-from harness.checks import check_case
 from harness.gate import Baseline, Verdict
-from harness.results import (
-    ResultRow,
-    ResultsWriter,
-    bounded,
-    now,
-    run_id,
-    suite_version,
-    vectors_version,
-)
-from harness.targets import ServerTarget
-from harness.wire import CaseResult
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What every row of one run shares."""
-
-    run_id: str
-    suite_version: str
-    vectors_version: str
-
-    @classmethod
-    def for_vectors(cls, paths: Iterable[Path]) -> RunContext:
-        return cls(run_id(), suite_version(), vectors_version(paths))
-
-    def row(
-        self,
-        *,
-        target: str,
-        target_kind: str,
-        target_version: str,
-        case_id: str,
-        group: str,
-        level: str,
-        outcome: str,
-        duration_ms: float,
-        message: str,
-    ) -> ResultRow:
-        """A result row of this run, stamped now."""
-        return ResultRow(
-            self.run_id, now(), self.suite_version, self.vectors_version, target, target_kind,
-            target_version, case_id, group, level, outcome, round(duration_ms, 3),
-            bounded(message),
-        )  # fmt: skip
-
+from harness.results import Found, ResultRow, ResultsWriter, RunContext
+from harness.servers import jetstream_names
+from harness.servers.checks import check_case
+from harness.servers.targets import ServerTarget
+from harness.servers.wire import CaseResult
 
 # The case that checks a server's greeting: run first, so a broken greeting fails a must case.
 GREETING_CASE = "protocol.info.session.greeting"
@@ -71,27 +28,23 @@ def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
     return server_cases(loaded), loaded
 
 
-def make_row(
-    ctx: RunContext, target: ServerTarget, version: str, case: Case, result: CaseResult
+def record(
+    ctx: RunContext,
+    writer: ResultsWriter,
+    target: ServerTarget,
+    version: str,
+    case: Case,
+    result: CaseResult,
 ) -> ResultRow:
-    return ctx.row(
-        target=target.name,
-        target_kind=target.kind,
-        target_version=version,
-        case_id=case.id,
-        group=case.group,
-        level=case.level,
-        outcome=result.outcome,
-        duration_ms=result.duration_ms,
-        message=result.message,
-    )
-
-
-def write_row(writer: ResultsWriter, row: ResultRow, case: Case, result: CaseResult) -> None:
     """Write a case's row with its requirement and transcript as details."""
     transcript = "" if result.transcript is None else result.transcript.text()
-    writer.write(
-        row, source=case.source, description=case.data["description"], transcript=transcript
+    return ctx.record(
+        writer,
+        (target.name, target.kind, version),
+        (case.id, case.group, case.level),
+        Found(result.outcome, result.message, result.duration_ms, transcript),
+        source=case.source,
+        description=case.data["description"],
     )
 
 
@@ -119,8 +72,7 @@ def run_target(
                 result = check_case(case, target)
                 if result.greeting_failed:
                     broken_greeting = f"the target's greeting is broken ({result.message})"
-            row = make_row(ctx, target, version, case, result)
-            write_row(writer, row, case, result)
+            row = record(ctx, writer, target, version, case, result)
             verdict = baseline.verdict(row)
             out.append((row, verdict))
             on_result(row, verdict)

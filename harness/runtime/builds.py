@@ -1,0 +1,76 @@
+"""Builds into the cache: run once per wanted input (a hash of sources and version), serialized
+across processes, redone when the input changes, each with its log and a bounded time."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.runtime import processes
+from harness.runtime.state import locked
+
+MARKER = ".nats-conformance-build.json"  # in the output directory, written after a build succeeded
+
+
+class BuildError(Exception):
+    """A build step failed or timed out; str(e) ends with the tail of its log."""
+
+
+@dataclass(frozen=True)
+class Step:
+    argv: list[str]
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
+
+
+def run_step(step: Step, log: Path, timeout: float, what: str, tail: int = 30) -> float:
+    """Run one build step with its output in ``log``; the seconds it took; BuildError when it
+    cannot start, fails or outlives ``timeout`` (then its whole process group is killed)."""
+    started = time.monotonic()
+    with log.open("ab") as output:
+        output.write(f"$ {' '.join(step.argv)}\n".encode())
+        output.flush()
+        try:
+            status = processes.run_logged(step.argv, output, timeout, env=step.env, cwd=step.cwd)
+        except OSError as exc:
+            raise BuildError(f"cannot run {step.argv[0]} to build {what}: {exc}") from None
+    seconds = time.monotonic() - started
+    if status != 0:
+        problem = f"exit status {status}" if status is not None else f"over {timeout:g} s"
+        raise BuildError(
+            f"building {what} failed ({problem}) after {seconds:.0f} s; "
+            f"the end of its log ({log}):\n{processes.log_tail(log, tail)}"
+        )
+    return seconds
+
+
+def cached_build(
+    out: Path, wanted: str, built: Callable[[], bool], build: Callable[[Path], float]
+) -> Path:
+    """``out``, built by ``build(log)`` unless a build of ``wanted`` is there already and
+    ``built()`` holds; the old build stops counting before a new one starts."""
+    marker = out / MARKER
+    with locked(out.parent / f".{out.name}.lock"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if json.loads(marker.read_text())["hash"] == wanted and built():
+                return out
+        marker.unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        log = out.parent / f"{out.name}.build.log"
+        log.write_bytes(b"")
+        seconds = build(log)
+        if not built():
+            raise BuildError(f"the build wrote no result into {out}; see {log}")
+        marker.write_text(json.dumps({"hash": wanted, "seconds": seconds}))
+    return out
+
+
+def build_seconds(out: Path) -> float | None:
+    """How long the build in ``out`` took (None if unknown)."""
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return float(json.loads((out / MARKER).read_text())["seconds"])
+    return None

