@@ -7,7 +7,7 @@ import re
 from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.gate import FAILING
 from harness.results import LEVELS, OUTCOMES
@@ -22,6 +22,7 @@ from reports.model import (
     Report,
     Run,
     TargetReport,
+    VersionChange,
 )
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
-        first_failures=_first_failures(spark, history, runs, dates, implementations),
+        **_version_series(spark, history, runs, dates, implementations),
         flaky=flaky,
         flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
@@ -269,15 +270,16 @@ def _case_history(
     return points
 
 
-def _first_failures(
+def _version_series(
     spark: SparkSession,
     history: DataFrame,
     runs: dict[str, list[Run]],
     dates: Dates,
     impl_of: dict[str, str],
-) -> list[FirstFailure]:
-    """For each implementation with several versions: where each case first fails, judging each
-    version by its latest run."""
+) -> dict[str, list[Any]]:
+    """For each implementation with several versions, judging each version by its latest run:
+    where each case first fails (``first_failures``), and every case whose outcome differs from
+    the version before (``version_changes``)."""
     from pyspark.sql import functions as F
 
     newest: dict[tuple[str, str], Run] = {}
@@ -299,7 +301,7 @@ def _first_failures(
         if len(series[impl]) > 1
     ]
     if not chosen:
-        return []
+        return {"first_failures": [], "version_changes": []}
     ranks = spark.createDataFrame(chosen, "target string, run_id string, impl string, rank int")
     chosen_runs = [newest[(impl, series[impl][rank])] for _, _, impl, rank in chosen]
     rows = (
@@ -329,8 +331,22 @@ def _first_failures(
     )
     found = first.join(last_passing, ["impl", "case_id"], "left").orderBy("impl", "case_id")
     collected = found.collect()
+    changed = _changes(rows).collect()
     rows.unpersist()
-    return [
+    changes = [
+        VersionChange(
+            implementation=r.impl,
+            case_id=r.case_id,
+            group=r.group,
+            level=r.level,
+            before_version=series[r.impl][r.before_rank],
+            before_outcome=r.before_outcome,
+            after_version=series[r.impl][r.rank],
+            after_outcome=r.outcome,
+        )
+        for r in changed
+    ]
+    firsts = [
         FirstFailure(
             implementation=r.impl,
             case_id=r.case_id,
@@ -344,6 +360,21 @@ def _first_failures(
         )
         for r in collected
     ]
+    return {"first_failures": firsts, "version_changes": changes}
+
+
+def _changes(rows: DataFrame) -> DataFrame:
+    """The rows whose outcome differs from the same case's in the version ranked before."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    before = Window.partitionBy("impl", "case_id").orderBy("rank")
+    return (
+        rows.withColumn("before_outcome", F.lag("outcome").over(before))
+        .withColumn("before_rank", F.lag("rank").over(before))
+        .where(F.col("before_outcome").isNotNull() & (F.col("before_outcome") != F.col("outcome")))
+        .orderBy("impl", "rank", "case_id")
+    )
 
 
 def _flaky(history: DataFrame) -> tuple[list[Flaky], int]:

@@ -15,7 +15,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
 from harness.results import LEVELS, OUTCOMES
-from reports.model import Change, Counts, Failure, FirstFailure, Flaky, Point, Report, TargetReport
+from reports.model import (
+    Change,
+    Counts,
+    Failure,
+    FirstFailure,
+    Flaky,
+    Point,
+    Report,
+    TargetReport,
+    VersionChange,
+)
 
 CLIENT_KIND = "client"
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -557,6 +567,22 @@ def first_failure_table(implementation: str, items: Sequence[FirstFailure]) -> s
     )
 
 
+def version_changes(items: Sequence[VersionChange]) -> str:
+    if not items:
+        return muted("No case changed outcome between consecutive versions of an implementation.")
+    rows = (
+        row(
+            esc(v.implementation),
+            tag("code", esc(v.case_id)),
+            esc(v.level),
+            esc(v.before_version) + " " + badge(v.before_outcome),
+            tag("strong", esc(v.after_version)) + " " + badge(v.after_outcome),
+        )
+        for v in items
+    )
+    return table(("implementation", "case", "level", "before", "from"), rows, class_="small")
+
+
 def flaky_cases(items: Sequence[Flaky], total: int) -> str:
     if not total:
         return muted("No case changed its outcome between runs of one target at one version.")
@@ -753,6 +779,11 @@ def render(report: Report) -> str:
             "First failing version",
             first_failures(report.first_failures),
             id="first-failing",
+        )
+        + section(
+            "Changes between versions",
+            version_changes(report.version_changes),
+            id="version-changes",
         )
         + section("Flaky cases", flaky_cases(report.flaky, report.flaky_total), id="flaky")
         + section(

@@ -113,6 +113,21 @@ class FirstFailure:
 
 
 @dataclass(frozen=True)
+class VersionChange:
+    """Across one implementation's versions (in version order), a case whose outcome differs
+    from the version before: either way, and at every level (info included)."""
+
+    implementation: str
+    case_id: str
+    group: str
+    level: str
+    before_version: str
+    before_outcome: str
+    after_version: str
+    after_outcome: str
+
+
+@dataclass(frozen=True)
 class Flaky:
     target: str
     version: str
@@ -150,6 +165,7 @@ class Report:
     cells: list[Cell]
     groups: list[str]
     first_failures: list[FirstFailure]
+    version_changes: list[VersionChange]
     flaky: list[Flaky]
     flaky_total: int
     runs_total: int

@@ -152,7 +152,8 @@ def summary(report: Report, badges: dict[str, str]) -> dict[str, Any]:
 
 
 def implementations(report: Report) -> dict[str, Any]:
-    """Per implementation: its targets' latest runs, in version order, and its first failures."""
+    """Per implementation: its targets' latest runs in version order, its first failures and
+    the outcome changes between consecutive versions."""
     grouped: dict[str, list[TargetReport]] = defaultdict(list)
     for target in report.targets:
         grouped[target.implementation].append(target)
@@ -168,6 +169,17 @@ def implementations(report: Report) -> dict[str, Any]:
                 "newest_version": f.newest_version,
                 "newest_outcome": f.newest_outcome,
                 "versions": f.versions,
+            }
+        )
+    changes: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for v in report.version_changes:
+        changes[v.implementation].append(
+            {
+                "case_id": v.case_id,
+                "group": v.group,
+                "level": v.level,
+                "before": {"version": v.before_version, "outcome": v.before_outcome},
+                "after": {"version": v.after_version, "outcome": v.after_outcome},
             }
         )
     return {
@@ -188,6 +200,7 @@ def implementations(report: Report) -> dict[str, Any]:
                     for t in sorted(targets, key=_by_version)
                 ],
                 "first_failures": first.get(name, []),
+                "version_changes": changes.get(name, []),
             }
             for name, targets in sorted(grouped.items())
         ],
@@ -233,6 +246,14 @@ def markdown(report: Report) -> str:
         lines += [
             f"- `{_code(t.run.target)}` {_code(c.case_id)} ({c.level}): {c.before} -> {c.after}"
             for t, c in regressions
+        ]
+    if report.version_changes:
+        lines += ["", "### Changes between versions", ""]
+        lines += [
+            f"- {_cell(v.implementation)} {_code(v.case_id)} ({v.level}): "
+            f"{v.before_outcome} at {_cell(v.before_version)} -> "
+            f"{v.after_outcome} at {_cell(v.after_version)}"
+            for v in report.version_changes
         ]
     if report.flaky_total:
         lines += ["", f"{report.flaky_total} flaky case(s): outcomes differ between runs of one "

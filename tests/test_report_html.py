@@ -299,6 +299,19 @@ def test_target_without_previous_run(doc: Node) -> None:
 # --- cross-target sections -------------------------------------------------------------------
 
 
+def test_changes_between_versions_name_both_versions_and_outcomes(doc: Node) -> None:
+    section = doc.one("section", id="version-changes")
+    rows = [[td.text for td in tr.all("td")] for tr in section.one("tbody").all("tr")]
+    assert rows[0] == [
+        "nats-server",
+        "protocol.connect.fields.session.async-info-after-connect",
+        "info",
+        "2.11.11 pass",
+        "2.12.0 fail",
+    ]
+    assert rows[1][1:] == ["client.<b>x</b>", "must", "1.0 fail", "<i>2</i> pass"]  # as text
+
+
 def test_first_failing_version(doc: Node) -> None:
     section = doc.one("section", id="first-failing")
     assert section.one("summary").text == "nats-server — 2 cases"
@@ -341,6 +354,7 @@ def test_empty_report_renders() -> None:
         cells=[],
         groups=[],
         first_failures=[],
+        version_changes=[],
         flaky=[],
         flaky_total=0,
         runs_total=0,

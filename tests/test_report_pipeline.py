@@ -168,9 +168,20 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
         "2.9.10",
     )
     assert (first.newest_version, first.newest_outcome, first.versions) == ("2.15.1", "pass", 4)
+    changes = [
+        (c.before_version, c.before_outcome, c.after_version, c.after_outcome)
+        for c in report.version_changes
+    ]
+    assert changes == [("2.9.10", "pass", "2.10.25", "fail"), ("2.12.8", "fail", "2.15.1", "pass")]
     impls = json.loads((tmp_path / "report" / "implementations.json").read_text())
     [impl] = impls["implementations"]
     assert [v["version"] for v in impl["versions"]] == ["2.9.10", "2.10.25", "2.12.8", "2.15.1"]
+    assert [c["after"] for c in impl["version_changes"]] == [
+        {"version": "2.10.25", "outcome": "fail"},
+        {"version": "2.15.1", "outcome": "pass"},
+    ]
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "fail at 2.12.8 -> pass at 2.15.1" in summary
 
 
 def test_flaky_cases_differ_between_runs_of_one_version(spark: Any, tmp_path: Path) -> None:
