@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from conformance import headers, names, protocol, streaming, subjects, wire_script
+from conformance import client_script, headers, names, protocol, streaming, subjects, wire_script
 
 # Re-exported: the vector API stays in one place for its users.
 from conformance.vector_values import (
@@ -44,7 +44,7 @@ from conformance.vector_values import (
     op_pattern as op_pattern,
 )
 
-FORMAT = "nats-conformance-vectors/2"
+FORMAT = "nats-conformance-vectors/3"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
 
@@ -428,14 +428,18 @@ def citation_problem(case: Case, documents: dict[str, str]) -> Problem | None:
 
 
 def evaluate(case: Case) -> Problem | None:
-    """Evaluate one case against the reference; None when the reference agrees."""
-    if "reference" not in case.roles and "wire" not in case.data:
+    """Evaluate one case against the reference; None when the reference agrees. A client script
+    is read by the reference whatever its roles: its pushes are parsed by the reference client."""
+    script = case.kind == "client.script"
+    if "reference" not in case.roles and "wire" not in case.data and not script:
         return None
     try:
         if "reference" in case.roles:
             EVALUATORS[case.kind](case.data["input"], case.data["expect"])
         if "wire" in case.data:
             wire_script.evaluate(case.data["wire"])
+        if script:
+            client_script.evaluate(case.data["input"])
     except Mismatch as exc:
         return Problem(case.file, case.id, exc.field, str(exc))
     except BytesError as exc:
