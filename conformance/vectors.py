@@ -381,6 +381,10 @@ def _eval_streaming_subject(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     _expect_equal("expect.subject", exp["subject"], got)
 
 
+def _eval_client_script(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    client_script.evaluate(inp)
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -399,6 +403,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "streaming.encode": _eval_streaming_encode,
     "streaming.decode": _eval_streaming_decode,
     "streaming.subject": _eval_streaming_subject,
+    "client.script": _eval_client_script,
 }
 
 
@@ -434,12 +439,10 @@ def evaluate(case: Case) -> Problem | None:
     if "reference" not in case.roles and "wire" not in case.data and not script:
         return None
     try:
-        if "reference" in case.roles:
+        if "reference" in case.roles or script:
             EVALUATORS[case.kind](case.data["input"], case.data["expect"])
         if "wire" in case.data:
             wire_script.evaluate(case.data["wire"])
-        if script:
-            client_script.evaluate(case.data["input"])
     except Mismatch as exc:
         return Problem(case.file, case.id, exc.field, str(exc))
     except BytesError as exc:
