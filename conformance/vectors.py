@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from conformance import headers, names, protocol, streaming, subjects, wire_script
+from conformance import client_script, headers, names, protocol, streaming, subjects, wire_script
 
 # Re-exported: the vector API stays in one place for its users.
 from conformance.vector_values import (
@@ -44,7 +44,7 @@ from conformance.vector_values import (
     op_pattern as op_pattern,
 )
 
-FORMAT = "nats-conformance-vectors/2"
+FORMAT = "nats-conformance-vectors/3"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
 
@@ -381,6 +381,10 @@ def _eval_streaming_subject(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     _expect_equal("expect.subject", exp["subject"], got)
 
 
+def _eval_client_script(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    client_script.evaluate(inp)
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -399,6 +403,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "streaming.encode": _eval_streaming_encode,
     "streaming.decode": _eval_streaming_decode,
     "streaming.subject": _eval_streaming_subject,
+    "client.script": _eval_client_script,
 }
 
 
@@ -428,11 +433,13 @@ def citation_problem(case: Case, documents: dict[str, str]) -> Problem | None:
 
 
 def evaluate(case: Case) -> Problem | None:
-    """Evaluate one case against the reference; None when the reference agrees."""
-    if "reference" not in case.roles and "wire" not in case.data:
+    """Evaluate one case against the reference; None when the reference agrees. A client script
+    is read by the reference whatever its roles: its pushes are parsed by the reference client."""
+    script = case.kind == "client.script"
+    if "reference" not in case.roles and "wire" not in case.data and not script:
         return None
     try:
-        if "reference" in case.roles:
+        if "reference" in case.roles or script:
             EVALUATORS[case.kind](case.data["input"], case.data["expect"])
         if "wire" in case.data:
             wire_script.evaluate(case.data["wire"])

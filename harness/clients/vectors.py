@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from conformance import headers, judge, protocol, vectors
 from conformance.judge import Judgement, Malformed, Rejected
+from harness.clients import scripts as client_scripts
 from harness.clients.checks import (
-    HEADER,
+    HEADER_BLOCK,
     QUIET,
     STEP,
     CheckResult,
@@ -344,7 +345,7 @@ def _subscribe(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]
 
 def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     inp = case.data["input"]
-    link = r.link("request", reactions=[_answer_requests(HEADER)])
+    link = r.link("request", reactions=[_answer_requests(HEADER_BLOCK)])
     conn, _ = link.get()
     after = conn.count()
     answer = r.s.call(
@@ -607,6 +608,9 @@ def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Itera
     for case in client_cases(cases):
         by_kind.setdefault(case.kind, []).append(case)
     for kind, kind_cases in by_kind.items():
+        if kind == client_scripts.KIND:
+            yield from client_scripts.run_scripts(client, kind_cases)
+            continue
         paths = PATHS.get(kind, ())
         for case in kind_cases:
             if not any(path.applies(case) for path in paths):

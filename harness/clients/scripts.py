@@ -1,0 +1,296 @@
+"""Client scripts (vector kind ``client.script``) against a client library, through its driver
+and the fake server.
+
+This module only executes: it starts the fake server a script describes, connects the library to
+it, runs each step (driver calls, bytes pushed, waits) and hands what came back to
+``conformance.client_script``, which judges. One row per case, with the case's id, level and
+source, and the fake server's transcript when it did not pass.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conformance import client_script, protocol, vectors
+from conformance.client_script import QUIET, WITHIN, Step
+from conformance.vector_values import Mismatch, decode_bytes, excerpt
+from harness.clients.checks import (
+    TRANSCRIPT_LINES,
+    CheckResult,
+    Session,
+    Verdict,
+    _answer_requests,
+    connected,
+)
+from harness.clients.driver import DriverError
+from harness.clients.fake_server import FakeConnection, FakeServer, info_op
+from harness.clients.targets import ClientError
+
+if TYPE_CHECKING:
+    from harness.clients.targets import ClientTarget
+
+KIND = "client.script"
+POLL = 0.01  # seconds between looks at what the client sent
+SETTABLE = frozenset({"answer_pings", "pong_delay"})  # connection settings a `set` step changes
+
+
+def script_cases(cases: Iterable[vectors.Case]) -> list[vectors.Case]:
+    return [c for c in cases if c.kind == KIND and "client" in c.roles]
+
+
+def run_scripts(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[CheckResult]:
+    """Every script case on one library (one driver, restarted when it dies), a row each."""
+    with FakeServer() as spare, Session(client) as s:
+        builtins = {"spare_address": f"127.0.0.1:{spare.port}"}
+        for case in cases:
+            yield run_script(client, s, case, builtins)
+
+
+def run_script(
+    client: ClientTarget, s: Session, case: vectors.Case, builtins: dict[str, str]
+) -> CheckResult:
+    started = time.monotonic()
+    script = case.data["input"]
+    lacking = next(filter(None, (client.lacks(n) for n in script.get("needs", []))), None)
+    if lacking is not None:
+        outcome, message = "skip", lacking
+    else:
+        try:
+            outcome, message = "pass", _execute(s, script, dict(builtins))
+        except Verdict as verdict:
+            outcome, message = verdict.outcome, verdict.message
+        except Mismatch as exc:  # the script itself is wrong: the vector check says so too
+            outcome, message = "error", f"script field {exc.field}: {exc}"
+        except (DriverError, ClientError) as exc:
+            outcome, message = "error", f"driver: {exc}"
+    shown = ""
+    if outcome != "pass":
+        shown = "\n".join(s.transcript.splitlines()[-TRANSCRIPT_LINES:])
+    return CheckResult(
+        case.id,
+        case.level,
+        case.source,
+        outcome,
+        message,
+        round((time.monotonic() - started) * 1000, 3),
+        shown,
+        case.data["description"],
+    )
+
+
+def _fail(message: str) -> Verdict:
+    return Verdict("fail", message)
+
+
+def _execute(s: Session, script: dict[str, Any], variables: dict[str, str]) -> str:
+    """Run the script's steps; the pass message, or a Verdict."""
+    server = client_script.substitute(script.get("server", {}), variables, "input.server")
+    reactions = [
+        _answer_requests(
+            decode_bytes(r["answer_requests"]["headers"], "input.server.reactions"),
+            decode_bytes(r["answer_requests"].get("payload", ""), "input.server.reactions"),
+        )
+        for r in server.get("reactions", [])
+    ]
+    options = client_script.substitute(script.get("connect", {}), variables, "input.connect")
+    entered = False
+    try:
+        with connected(
+            s,
+            options=options,
+            info=server.get("info"),
+            info_size=server.get("info_size", 0),
+            reactions=reactions,
+        ) as (fake, conn):
+            entered = True
+            run = _Run(s, conn, fake.info, variables)
+            for step in client_script.steps(script):
+                run.do(step)
+            return "; ".join(run.notes[-4:]) or "the script ran"
+    except Verdict as verdict:
+        # Connecting is what some scripts judge (an INFO the library must take).
+        if not entered and verdict.outcome == "error" and script.get("must_connect", False):
+            raise _fail(verdict.message) from None
+        raise
+
+
+@dataclass
+class _Run:
+    """One script's state: the driver session, the connection, the variables, and where in the
+    client's operations the next ``sent`` looks."""
+
+    s: Session
+    conn: FakeConnection
+    info: dict[str, Any]  # the INFO the fake server sent
+    variables: dict[str, str]
+    mark: int = 0  # the client's operation count when the latest action began
+    cursor: int = 0  # after the operation the latest `sent` found
+    notes: list[str] = field(default_factory=list)
+
+    def do(self, step: Step) -> None:
+        data = client_script.substitute(
+            {k: v for k, v in step.data.items() if k != "save"}, self.variables, step.path
+        )
+        getattr(self, f"_{step.action}")(step, data)
+
+    # --- actions -------------------------------------------------------------------------------
+
+    def _call(self, step: Step, data: dict[str, Any]) -> None:
+        cmd, args = data["call"], dict(data.get("args", {}))
+        if "payload" in args:
+            payload = decode_bytes(args.pop("payload"), f"{step.path}.args.payload")
+            args["payload_b64"] = base64.b64encode(payload).decode("ascii")
+        self.mark = self.conn.count()
+        timeout = args.get("timeout_ms", 0) / 1000 + WITHIN + 1
+        reply = self.s.call(cmd, timeout=timeout, **args)
+        if not reply.ok and reply.error_type == "unsupported":
+            raise Verdict("skip", f"{cmd} unsupported: {reply.error_message}")
+        said = "ok" if reply.ok else f"{reply.error_type}: {reply.error_message}"
+        problem = client_script.answer_problem(data.get("answer", "ok"), reply.ok, reply.error_type)
+        if problem is not None:
+            raise _fail(f"{cmd}: {problem} ({excerpt(said, 200)})")
+        self.variables |= client_script.saved_values(step.data, reply.result if reply.ok else {})
+        self.notes.append(f"{cmd}: {excerpt(said, 200)}")
+
+    def _push(self, step: Step, data: dict[str, Any]) -> None:
+        pushed = decode_bytes(data["push"], f"{step.path}.push")
+        plans = client_script.split_plans(len(pushed), data.get("split"))
+        failed = []
+        for plan in plans:
+            self.mark = self.conn.count()
+            self.conn.send(pushed, split_at=plan, pause=data.get("pause", 0.005))
+            if "event" in data:
+                problem = self._await(data["event"], data.get("within", WITHIN))
+                if problem is not None:
+                    failed.append(f"cut at {plan[:3]}: {problem}" if plan else problem)
+                    if self.conn.closed_by_client:
+                        break
+        if failed:
+            raise _fail(f"{len(failed)} of {len(plans)} pushes: " + "; ".join(failed[:3]))
+        self.notes.append(f"pushed {len(pushed)} bytes in {len(plans)} send(s)")
+
+    def _set(self, step: Step, data: dict[str, Any]) -> None:
+        for name, value in data["set"].items():
+            if name not in SETTABLE:
+                raise Mismatch(f"{step.path}.set", f"{name!r} is not a connection setting")
+            setattr(self.conn, name, value)
+
+    def _push_info(self, step: Step, data: dict[str, Any]) -> None:
+        line = info_op({**self.info, **data["push_info"]})
+        name = data.get("name", "INFO").encode()
+        self.mark = self.conn.count()
+        self.conn.send(name + line[len(b"INFO") :])
+        self.notes.append(f"pushed {name.decode()} with {sorted(data['push_info'])}")
+
+    def _close(self, step: Step, data: dict[str, Any]) -> None:
+        self.conn.close()
+
+    # --- what the client sends -----------------------------------------------------------------
+
+    def _ops(self) -> list[dict[str, Any]]:
+        return [protocol.event_fields(e) for e in self.conn.events()]
+
+    def _find(self, pattern: dict[str, Any], start: int, within: float) -> int | None:
+        deadline = time.monotonic() + within
+        while True:
+            found = client_script.select_sent(pattern, self._ops(), start)
+            if found is not None or time.monotonic() >= deadline or self._gone():
+                return found
+            time.sleep(POLL)
+
+    def _gone(self) -> bool:
+        return self.conn.closed_by_client or self.conn.parse_error is not None
+
+    def _sent(self, step: Step, data: dict[str, Any]) -> None:
+        start = 0 if data.get("from_start") else max(self.mark, self.cursor)
+        otherwise = data.get("otherwise", "fail")
+        for j, pattern in enumerate(data["sent"]):
+            found = self._find(pattern, start, data.get("within", WITHIN))
+            if found is None:
+                why = self.conn.parse_error or "none came"
+                raise Verdict(otherwise, f"no {_wanted(pattern)} from the client ({why})")
+            op = self._ops()[found]
+            path = f"{step.path}.sent[{j}]"
+            problems = client_script.op_problems(pattern, op, path)
+            if problems:
+                raise Verdict(otherwise, f"sent {excerpt(op, 300)}: " + "; ".join(problems))
+            self.variables |= client_script.saved_values(pattern, op)
+            self.notes.append(f"sent {excerpt(op, 300)}")
+            start = self.cursor = found + 1
+
+    def _not_sent(self, step: Step, data: dict[str, Any]) -> None:
+        found = self._find(data["not_sent"], self.mark, data.get("for", QUIET))
+        if found is not None:
+            raise _fail(f"sent {excerpt(self._ops()[found], 300)}")
+        self.notes.append(f"no {_wanted(data['not_sent'])} sent")
+
+    def _sent_bytes(self, step: Step, data: dict[str, Any]) -> None:
+        want = decode_bytes(data["sent_bytes"], f"{step.path}.sent_bytes")
+        problem = client_script.bytes_problem(want, self.conn.received_bytes())
+        if problem is not None:
+            raise _fail(problem)
+        self.notes.append(f"sent exactly {want!r}")
+
+    def _client_closes(self, step: Step, data: dict[str, Any]) -> None:
+        within = data.get("within", WITHIN)
+        if not self.conn.wait_closed(timeout=within):
+            raise _fail(f"the connection is still open {within:g} s later")
+        self.notes.append("the library closed the connection")
+
+    def _open(self, step: Step, data: dict[str, Any]) -> None:
+        if self.conn.closed_by_client:
+            raise _fail("the library closed the connection")
+
+    def _distinct(self, step: Step, data: dict[str, Any]) -> None:
+        values = [self.variables[name] for name in step.data["distinct"]]
+        if len(set(values)) != len(values):
+            raise _fail(f"the same value twice: {values}")
+        self.notes.append(f"distinct: {values}")
+
+    # --- what the library reports ---------------------------------------------------------------
+
+    def _await(self, pattern: dict[str, Any], within: float) -> str | None:
+        """Wait for the event a pattern asks about and judge it; a problem, or None."""
+        stop = (lambda e: e.get("event") == "closed") if pattern["event"] != "closed" else None
+        event = self.s.wait_event(
+            lambda e: client_script.event_selects(pattern, e),
+            timeout=within,
+            stop=stop or (lambda e: False),
+        )
+        if event is None:
+            others = [e for e in self.s.seen() if e.get("event") != "message"]
+            return f"no {_wanted(pattern)} within {within:g} s; events {excerpt(others, 300)}"
+        problems = client_script.event_problems(pattern, event)
+        return "; ".join(problems) or None
+
+    def _event(self, step: Step, data: dict[str, Any]) -> None:
+        problem = self._await(data["event"], data.get("within", WITHIN))
+        if problem is not None:
+            raise _fail(problem)
+        self.notes.append(f"{data['event']['event']} reported")
+
+    def _no_event(self, step: Step, data: dict[str, Any]) -> None:
+        seen = self.s.seen(timeout=data.get("for", QUIET))
+        bad = [e for e in seen if client_script.event_selects(data["no_event"], e)]
+        if bad:
+            raise _fail(f"reported {excerpt(bad, 300)}")
+
+    def _events(self, step: Step, data: dict[str, Any]) -> None:
+        pattern, window = data["events"], data.get("for", QUIET)
+        got = []
+        while (e := self.s.wait_event(
+            lambda e: client_script.event_selects(pattern, e), timeout=window
+        )) is not None:  # fmt: skip
+            got.append(base64.b64decode(e.get("payload_b64") or ""))
+        if len(got) != data["count"]:
+            raise _fail(f"{len(got)} {pattern['event']} events, expected {data['count']}: {got}")
+        self.notes.append(f"{len(got)} {pattern['event']} events")
+
+
+def _wanted(pattern: dict[str, Any]) -> str:
+    what = pattern.get("op") or pattern.get("event")
+    return f"{what} {pattern['subject']}" if "subject" in pattern else str(what)
