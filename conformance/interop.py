@@ -139,7 +139,9 @@ def parse(data: dict[str, Any]) -> InteropSpec:
     }
     try:
         if inp["action"] == "publish":
-            subscriptions = tuple(Subscription(s["subject"], s.get("queue")) for s in inp["subscriptions"])
+            subscriptions = tuple(
+                Subscription(s["subject"], s.get("queue")) for s in inp["subscriptions"]
+            )
             return InteropSpec(
                 **common,
                 subscriptions=subscriptions,
@@ -228,7 +230,10 @@ def expected_problems(spec: InteropSpec) -> list[tuple[str, str]]:
         want = expected_receivers(spec.subscriptions, spec.messages)
         if want != spec.receivers:
             shown = [
-                {"subscriptions": list(r.subscriptions), "messages": [m.to_vector() for m in r.messages]}
+                {
+                    "subscriptions": list(r.subscriptions),
+                    "messages": [m.to_vector() for m in r.messages],
+                }
                 for r in want
             ]
             out.append(("expect.receivers", f"the documents give {shown!r}"))
@@ -364,7 +369,9 @@ def judge_receiver(
             missing.append(message)
         elif len(found) > 1:
             members = sorted(i for i, _ in found)
-            problems.append(f"{_label(message)} delivered {len(found)} times (subscriptions {members})")
+            problems.append(
+                f"{_label(message)} delivered {len(found)} times (subscriptions {members})"
+            )
         for entry in found:
             unmatched.remove(entry)
     if len(missing) == 1 and len(unmatched) == 1:
