@@ -4,7 +4,7 @@ A case of kind ``interop`` says what A does (publish messages to B's subscriptio
 request B answers) and what B (and, for a request, A) must report. Everything here is pure: the
 rules that give the expectation from what A sent (``expected_*``), the capabilities each side
 needs, and the comparisons that judge what a library reported. The harness only drives the
-libraries and hands their reports to ``judge_receivers``, ``judge_request`` and
+libraries and hands their reports to ``judge_receiver``, ``judge_request`` and
 ``judge_response``.
 
 Subjects in a vector are relative to a prefix the runner picks per pair and case, so cases never

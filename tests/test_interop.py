@@ -329,6 +329,18 @@ def test_a_receiver_finds_losses_and_duplicates_at_any_member() -> None:
     ]
 
 
+@given(st.lists(st.binary(max_size=8), unique=True, min_size=1, max_size=8), st.randoms())
+def test_a_receiver_takes_its_messages_at_any_member_in_any_order(
+    payloads: list[bytes], rnd: Any
+) -> None:
+    sent = [Message("P.s", payload=p) for p in payloads]
+    got = [(rnd.randrange(3), m) for m in sent]
+    rnd.shuffle(got)
+    assert judge_receiver(sent, got) == []
+    lost = got.pop()[1]
+    assert judge_receiver(sent, got) == [f"P.s {lost.payload!r} not received"]
+
+
 def test_a_receiver_finds_extra_missing_and_renamed_subjects() -> None:
     expected = [Message(s, payload=s.encode()) for s in ("P.a", "P.b.c")]
     assert judge_receiver(expected, [(0, m) for m in reversed(expected)]) == []
