@@ -16,7 +16,16 @@ from typing import Any
 
 import jsonschema
 
-from conformance import client_script, headers, names, protocol, streaming, subjects, wire_script
+from conformance import (
+    client_script,
+    headers,
+    interop,
+    names,
+    protocol,
+    streaming,
+    subjects,
+    wire_script,
+)
 
 # Re-exported: the vector API stays in one place for its users.
 from conformance.vector_values import (
@@ -385,6 +394,14 @@ def _eval_client_script(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     client_script.evaluate(inp)
 
 
+def _eval_interop(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    """The expectation must be what the interop rules give for the input (and the capabilities
+    what it needs)."""
+    problems = interop.expected_problems(interop.parse({"input": inp, "expect": exp}))
+    if problems:
+        raise Mismatch(*problems[0])
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -404,6 +421,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "streaming.decode": _eval_streaming_decode,
     "streaming.subject": _eval_streaming_subject,
     "client.script": _eval_client_script,
+    "interop": _eval_interop,
 }
 
 

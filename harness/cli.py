@@ -110,12 +110,14 @@ def _run(args: argparse.Namespace) -> int:
         for spec in stan_specs:
             print(f"{spec}\t{len(streaming_cases())} streaming.server cases")
         client_cases = [case for case in loaded.cases if "client" in case.roles]
+        interop_count = sum(case.kind == "interop" for case in client_cases)
         for client in args.client or []:
             what = (
                 "streaming checks"
                 if client == STREAMING_CLIENT
-                else f"{len(client_cases)} client-role vectors"
-                + (", fake-server and interop checks" if not args.vectors else "")
+                else f"{len(client_cases) - interop_count} client-role vectors, "
+                f"{interop_count} interop vectors with every client"
+                + (", fake-server checks" if not args.vectors else "")
             )
             print(f"{client}\t{what}")
         print(f"{len(cases)} cases x {len(parsed)} targets, {len(args.client or [])} clients")
@@ -148,8 +150,9 @@ def _run(args: argparse.Namespace) -> int:
         if args.client:
             try:
                 rows += _run_clients(
-                    args.client, ctx, writer, baseline, loaded.cases, bundled=not args.vectors
-                )
+                    args.client, ctx, writer, baseline, loaded.cases,
+                    bundled=not args.vectors, server=parsed[0].spec if parsed else DEFAULT_SERVER,
+                )  # fmt: skip
             except ClientStartError as exc:
                 progress.finish()
                 print(f"nats-conformance: {exc}", file=sys.stderr)
@@ -275,12 +278,14 @@ def _run_clients(
     cases: list[vectors.Case],
     *,
     bundled: bool,
+    server: str,
 ) -> list:
     """Per client, every client-role vector of ``cases`` and (``bundled``: with the bundled
     vectors, not a user's own) the scripted fake-server checks; then the interop matrix across
-    them and the streaming checks."""
+    them, with the interop vectors of ``cases``, through the first server target the user named
+    (``server``); and the streaming checks."""
     from harness.clients import checks as client_checks
-    from harness.clients import interop, streaming
+    from harness.clients import interop, interop_cases, streaming
     from harness.clients import targets as clients
     from harness.clients import vectors as client_vectors
     from harness.servers.kinds import open_target
@@ -302,8 +307,11 @@ def _run_clients(
                 rows += client_checks.run_client_checks(client, writer, ctx)  # type: ignore[arg-type]
         finally:
             client.close()
-    if libraries and bundled:
-        rows += interop.run_matrix(libraries, writer, ctx)
+    pairs_cases, problems = interop_cases.load_cases(cases)
+    for problem in problems:
+        print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
+    if libraries and pairs_cases:
+        rows += interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
     if STREAMING_CLIENT in specs and bundled:
         with open_target(DEFAULT_SERVER) as target:
             rows += streaming.run_streaming_checks(target.server({}), writer, ctx)

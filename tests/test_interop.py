@@ -1,9 +1,12 @@
-"""The interop matrix: the comparisons on their own, then real pairs of drivers through a server."""
+"""The interop matrix: the vectors and their rules on their own, then real pairs of drivers
+through a real nats-server."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,24 +16,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.clients import interop
-from harness.clients import targets as clients
-from harness.clients.driver import DriverProcess
-from harness.clients.interop import (
-    Delivered,
-    Delivery,
-    DeliveryScenario,
-    Endpoint,
-    InteropCase,
+from conformance import interop, vectors
+from conformance.interop import (
     Message,
+    Subscription,
+    arrives,
     compare,
     describe_bytes,
     describe_headers,
-    queue_problems,
-    wildcard_problems,
+    expected_receivers,
+    judge_receiver,
 )
+from harness.clients import interop as matrix_run
+from harness.clients import interop_cases
+from harness.clients import targets as clients
+from harness.clients.driver import DriverProcess
+from harness.clients.interop import Endpoint
+from harness.clients.interop_cases import message_from_driver
 from harness.clients.targets import LIBRARIES, ClientError, open_client
-from harness.results import ResultRow, ResultsWriter, RunContext, read_rows
+from harness.results import ResultRow, ResultsWriter, RunContext, details_path, read_rows
 from harness.servers.kinds import open_target
 
 # Every library with a driver here; nats-py must build, the others skip with their build's error.
@@ -40,34 +44,40 @@ HOST_SPECS = [
 MUST_BUILD = "client:nats-py"
 UNKNOWN = "client:no-such-library"  # cannot be resolved: its pairs must be error rows
 CTX = RunContext("interop-test", "test", "test")
+LOADED = vectors.load_all([vectors.BUNDLED_DIR])
+CASES, PROBLEMS = interop_cases.load_cases(LOADED.cases)
+BY_ID = {case.id: case for case in CASES}
 
-# --- the case table ------------------------------------------------------------------------------
+# --- the vectors ---------------------------------------------------------------------------------
 
 
-def test_case_ids_are_unique_stable_and_grouped_by_scenario() -> None:
-    cases = interop.all_cases()
-    assert len({case.id for case in cases}) == len(cases)
-    for case in cases:
+def test_the_interop_vectors_load_and_agree_with_the_rules() -> None:
+    assert PROBLEMS == []
+    assert len(CASES) == 22
+    for case in (c for c in LOADED.cases if c.kind == "interop"):
+        assert vectors.evaluate(case) is None, case.id
+
+
+def test_case_ids_are_stable_and_grouped_by_scenario() -> None:
+    for case in CASES:
         assert re.fullmatch(r"interop\.[a-z0-9-]+\.[a-z0-9-]+", case.id), case.id
-        assert case.group == f"interop.{case.scenario}"
-        assert case.level in ("must", "should", "may", "info")
+        assert case.group == case.id.rsplit(".", 1)[0]
         assert case.source.quote and case.source.section and case.description
-    scenarios = {case.scenario for case in cases}
-    assert scenarios == {"pubsub", "request", "headers", "queue", "wildcard"}
+    groups = {case.group for case in CASES}
+    assert groups == {f"interop.{g}" for g in ("pubsub", "request", "headers", "queue", "wildcard")}
 
 
 def test_levels_follow_the_documents() -> None:
-    levels = {case.id: case.level for case in interop.all_cases()}
-    # Clear statements: payload bytes, case preservation, repeated keys, wildcards.
+    levels = {case.id: case.level for case in CASES}
     for must in (
         "interop.pubsub.binary",
         "interop.pubsub.large",
         "interop.headers.case-variants",
         "interop.headers.multi-value",
         "interop.wildcard.full",
+        "interop.request.response",
     ):
         assert levels[must] == "must"
-    # Where the documents are silent or leave room, never must.
     assert levels["interop.headers.outer-whitespace"] == "info"
     assert levels["interop.headers.empty-value"] == "should"
     assert levels["interop.headers.interleaved"] == "info"
@@ -75,9 +85,129 @@ def test_levels_follow_the_documents() -> None:
 
 
 def test_payloads_contain_what_a_text_protocol_could_break() -> None:
-    assert b"\r\n" in interop.BINARY and b"\x00" in interop.BINARY
-    assert set(interop.BINARY) == set(range(256))
-    assert len(interop.LARGE) == 64 * 1024
+    binary = BY_ID["interop.pubsub.binary"].spec.messages[0].payload
+    assert b"\r\n" in binary and b"\x00" in binary and set(binary) == set(range(256))
+    assert len(BY_ID["interop.pubsub.large"].spec.messages[0].payload) == 64 * 1024
+
+
+def test_capabilities_follow_what_each_side_does() -> None:
+    assert BY_ID["interop.pubsub.binary"].spec.capabilities_b == ()
+    assert BY_ID["interop.headers.single"].spec.capabilities_a == ("headers",)
+    assert BY_ID["interop.queue.one-member-each"].spec.capabilities_b == ("queue_groups",)
+    assert BY_ID["interop.request.headers"].spec.capabilities_a == ("request", "headers")
+
+
+# --- the rules -----------------------------------------------------------------------------------
+
+NAME = st.text(
+    st.characters(min_codepoint=33, max_codepoint=126, exclude_characters=":"), min_size=1
+)
+VALUE = st.text(st.characters(min_codepoint=32, max_codepoint=126) | st.just("\t"), max_size=12)
+HEADER_SETS = st.lists(st.tuples(NAME, VALUE), max_size=8).map(tuple)
+
+
+@given(HEADER_SETS)
+def test_any_header_set_arrives_with_names_and_order_and_values_without_padding(
+    headers: tuple[tuple[str, str], ...],
+) -> None:
+    got = arrives(Message("s", headers=headers, payload=b"x"))
+    assert got.headers is not None
+    assert [name for name, _ in got.headers] == [name for name, _ in headers]
+    assert [value for _, value in got.headers] == [value.strip(" \t") for _, value in headers]
+    assert (got.subject, got.reply, got.payload) == ("s", None, b"x")
+    assert arrives(got) == got  # what arrives arrives unchanged again
+    if all(value == value.strip(" \t") for _, value in headers):
+        assert got == Message("s", headers=headers, payload=b"x")
+
+
+def test_a_message_without_headers_arrives_without_headers() -> None:
+    sent = Message("s", "r", None, b"\r\n")
+    assert arrives(sent) == sent
+
+
+SUBJECT = st.lists(st.sampled_from(["a", "b", "quux"]), max_size=3).map(".".join)
+
+
+@given(st.lists(SUBJECT, max_size=6))
+def test_a_queue_group_is_one_receiver_and_a_plain_subscription_another(
+    subjects: list[str],
+) -> None:
+    messages = [Message(subject, payload=subject.encode()) for subject in subjects]
+    subscriptions = [Subscription(">", "q"), Subscription("a.>"), Subscription(">", "q")]
+    group, plain = expected_receivers(subscriptions, messages)
+    assert group.subscriptions == (0, 2) and plain.subscriptions == (1,)
+    # P.> takes every subject below P, not P itself; P.a.> every one below P.a.
+    assert [m.subject for m in group.messages] == [s for s in subjects if s]
+    assert [m.subject for m in plain.messages] == [s for s in subjects if s.startswith("a.")]
+
+
+def test_the_wildcard_vectors_follow_the_documents_examples() -> None:
+    star = BY_ID["interop.wildcard.star"].spec.receivers[0]
+    assert [m.subject for m in star.messages] == ["bar.quux"]
+    full = BY_ID["interop.wildcard.full"].spec.receivers[0]
+    assert "" not in [m.subject for m in full.messages] and len(full.messages) == 5
+
+
+def test_a_wrong_expectation_or_capability_is_named_by_vectors_check() -> None:
+    data = json.loads(json.dumps(_case_data("interop.headers.outer-whitespace")))
+    data["expect"]["receivers"][0]["messages"][0]["headers"][0][1] = "  padded  "
+    assert _problem(data).field == "expect.receivers"
+    data = json.loads(json.dumps(_case_data("interop.headers.single")))
+    data["input"]["capabilities"]["b"] = []
+    problem = _problem(data)
+    assert (problem.field, problem.message) == (
+        "input.capabilities",
+        "the case needs a: ['headers'], b: ['headers']",
+    )
+
+
+def _case_data(case_id: str) -> dict[str, Any]:
+    return next(c.data for c in LOADED.cases if c.id == case_id)
+
+
+def _problem(data: dict[str, Any]) -> vectors.Problem:
+    problem = vectors.evaluate(vectors.Case("f.json", "g", data))
+    assert problem is not None
+    return problem
+
+
+# --- the loader ----------------------------------------------------------------------------------
+
+
+def _write(tmp_path: Path, *cases: dict[str, Any]) -> Path:
+    path = tmp_path / "mine.json"
+    doc = {"format": vectors.FORMAT, "group": "interop.mine", "title": "t", "cases": list(cases)}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_a_malformed_interop_vector_names_file_case_and_field(tmp_path: Path) -> None:
+    missing = json.loads(json.dumps(_case_data("interop.pubsub.empty")))
+    missing["id"] = "interop.mine.no-action"
+    del missing["input"]["action"]
+    mixed = json.loads(json.dumps(_case_data("interop.pubsub.empty")))
+    mixed["id"] = "interop.mine.mixed"
+    mixed["input"]["request"] = {"subject": "x"}
+    path = _write(tmp_path, missing, mixed)
+    loaded = vectors.load_all([path])
+    assert loaded.cases == []
+    shown = [str(problem) for problem in loaded.problems]
+    assert shown[0].startswith(f"{path}: case interop.mine.no-action: field input: ")
+    assert "'action' is a required property" in shown[0]
+    assert shown[1].startswith(f"{path}: case interop.mine.mixed: field input: ")
+
+
+def test_a_receiver_naming_a_missing_subscription_is_named(tmp_path: Path) -> None:
+    data = json.loads(json.dumps(_case_data("interop.pubsub.empty")))
+    data["id"] = "interop.mine.receiver"
+    data["expect"]["receivers"][0]["subscriptions"] = [3]
+    path = _write(tmp_path, data)
+    found, problems = interop_cases.load_cases(vectors.load_all([path]).cases)
+    assert found == []
+    assert [str(p) for p in problems] == [
+        f"{path}: case interop.mine.receiver: field expect.receivers[0].subscriptions[0]: "
+        "subscription 3 does not exist (input.subscriptions has 1)"
+    ]
 
 
 # --- byte-level differences ----------------------------------------------------------------------
@@ -115,11 +245,11 @@ def test_a_truncated_payload_says_where_it_ends() -> None:
 
 # --- headers -------------------------------------------------------------------------------------
 
-CASES = (("X-Case", "a"), ("x-case", "b"), ("X-CASE", "c"))
+VARIANTS = (("X-Case", "a"), ("x-case", "b"), ("X-CASE", "c"))
 
 
 def test_per_name_order_accepts_names_regrouped_but_not_values_reordered() -> None:
-    assert describe_headers(CASES, tuple(reversed(CASES)), "per-name") == []
+    assert describe_headers(VARIANTS, tuple(reversed(VARIANTS)), "per-name") == []
     sent = (("A", "1"), ("B", "2"), ("A", "3"))
     assert describe_headers(sent, (("A", "1"), ("A", "3"), ("B", "2")), "per-name") == []
     [problem] = describe_headers(sent, (("A", "3"), ("A", "1"), ("B", "2")), "per-name")
@@ -136,7 +266,7 @@ def test_exact_order_reports_the_first_differing_pair() -> None:
 
 def test_a_canonicalised_or_merged_name_is_named() -> None:
     got = (("X-Case", "a"), ("X-Case", "b"), ("X-Case", "c"))
-    problems = describe_headers(CASES, got, "per-name")
+    problems = describe_headers(VARIANTS, got, "per-name")
     assert "header 'X-Case': expected values ['a'], received ['a', 'b', 'c']" in problems[0]
     assert problems[1] == (
         "header 'x-case': expected ['b'], not received (received names differing only in case: "
@@ -157,9 +287,9 @@ def test_whitespace_trimmed_from_a_value_is_shown_byte_by_byte() -> None:
 
 def test_driver_messages_normalise_absent_reply_and_headers() -> None:
     event = {"subject": "s", "reply": "", "headers": [], "payload_b64": "AA0K"}
-    assert Message.from_driver(event) == Message("s", None, None, b"\x00\r\n")
+    assert message_from_driver(event) == Message("s", None, None, b"\x00\r\n")
     event = {"subject": "s", "reply": "r", "headers": [["K", "v"]], "payload_b64": ""}
-    assert Message.from_driver(event) == Message("s", "r", (("K", "v"),), b"")
+    assert message_from_driver(event) == Message("s", "r", (("K", "v"),), b"")
 
 
 def test_compare_checks_subject_reply_headers_and_payload() -> None:
@@ -187,33 +317,48 @@ def test_under_places_subject_and_reply_below_the_prefix() -> None:
     assert Message("a").under("p").reply is None
 
 
-def test_queue_problems_find_losses_and_duplicates() -> None:
-    sent = [b"job-0", b"job-1", b"job-2"]
-    ok = Delivered({"1": [Message("s", payload=b"job-0")], "2": [Message("s", payload=b"job-1")]})
-    ok.messages["2"].append(Message("s", payload=b"job-2"))
-    assert queue_problems("s", sent, ok) == []
-    both = Delivered(
-        {"1": [Message("s", payload=p) for p in sent], "2": [Message("s", payload=b"job-1")]}
-    )
-    assert queue_problems("s", sent, both) == ["b'job-1' was delivered 2 times (members [1, 2])"]
-    lost = Delivered({"1": [Message("s", payload=b"job-0")], "2": []})
-    assert queue_problems("s", sent, lost) == [
-        "b'job-1' reached no member",
-        "b'job-2' reached no member",
+def test_a_receiver_finds_losses_and_duplicates_at_any_member() -> None:
+    sent = [Message("s", payload=p) for p in (b"job-0", b"job-1", b"job-2")]
+    spread = [(0, sent[0]), (1, sent[1]), (1, sent[2])]
+    assert judge_receiver(sent, spread) == []
+    twice = [(0, m) for m in sent] + [(1, sent[1])]
+    assert judge_receiver(sent, twice) == ["s b'job-1' delivered 2 times (subscriptions [0, 1])"]
+    assert judge_receiver(sent, [(0, sent[0])]) == [
+        "s b'job-1' not received",
+        "s b'job-2' not received",
     ]
 
 
-def test_wildcard_problems_find_extra_missing_and_renamed_subjects() -> None:
-    expected = ["P.a", "P.b.c"]
-    good = [Message(subject, payload=subject.encode()) for subject in expected]
-    assert wildcard_problems("P.>", expected, good) == []
-    bad = [Message("P.>", payload=b"P.a"), Message("P", payload=b"P")]
-    assert wildcard_problems("P.>", expected, bad) == [
-        "P.>: P.a delivered 0 times",
-        "P.>: P.b.c delivered 0 times",
-        "P.>: 'P.>' delivered, not expected",
-        "P.>: 'P' delivered, not expected",
+@given(st.lists(st.binary(max_size=8), unique=True, min_size=1, max_size=8), st.randoms())
+def test_a_receiver_takes_its_messages_at_any_member_in_any_order(
+    payloads: list[bytes], rnd: Any
+) -> None:
+    sent = [Message("P.s", payload=p) for p in payloads]
+    got = [(rnd.randrange(3), m) for m in sent]
+    rnd.shuffle(got)
+    assert judge_receiver(sent, got) == []
+    lost = got.pop()[1]
+    assert judge_receiver(sent, got) == [f"P.s {lost.payload!r} not received"]
+
+
+def test_a_receiver_finds_extra_missing_and_renamed_subjects() -> None:
+    expected = [Message(s, payload=s.encode()) for s in ("P.a", "P.b.c")]
+    assert judge_receiver(expected, [(0, m) for m in reversed(expected)]) == []
+    bad = [(0, Message("P.>", payload=b"P.a")), (0, Message("P", payload=b"P"))]
+    assert judge_receiver(expected, bad) == [
+        "P.a b'P.a' not received",
+        "P.b.c b'P.b.c' not received",
+        "P.> b'P.a' received, not expected",
+        "P b'P' received, not expected",
     ]
+
+
+def test_one_changed_message_is_described_field_by_field() -> None:
+    sent = Message("P.x", headers=(("X-Case", "v"),), payload=b"abc")
+    got = Message("P.x", headers=(("x-case", "v"),), payload=b"abd")
+    problems = judge_receiver([sent], [(0, got)])
+    assert problems[0].startswith("header 'X-Case': expected ['v'], not received")
+    assert problems[-1].startswith("payload: expected 3 bytes, received 3; first difference")
 
 
 # --- the matrix through a real server ------------------------------------------------------------
@@ -258,7 +403,7 @@ def matrix(
         if not returned.exists():
             written.unlink(missing_ok=True)
             with ResultsWriter(written) as writer:
-                rows = interop.run_matrix([*built, UNKNOWN], writer, CTX)
+                rows = matrix_run.run_matrix([*built, UNKNOWN], CASES, writer, CTX)
             returned.write_text("".join(row.to_json() + "\n" for row in rows))
     return list(read_rows(returned)), written
 
@@ -268,7 +413,7 @@ def test_every_pair_and_case_has_one_row(
 ) -> None:
     rows, path = matrix
     specs = [*built, UNKNOWN]
-    cases = {case.id: case for case in interop.all_cases()}
+    cases = BY_ID
     # In run order: A, then B, then the scenarios' cases.
     expected = [(f"{a}->{b}", case_id) for a in specs for b in specs for case_id in cases]
     assert [(row.target, row.case_id) for row in rows] == expected
@@ -320,34 +465,33 @@ def test_each_client_interoperates_both_ways(
             assert row.outcome == "pass", (row.target, row.case_id, row.message)
 
 
-BROKEN = InteropCase(
-    "broken", "payload", "must", "A deliberately wrong expectation.", interop.PAYLOAD_BYTES
-)
-BROKEN_CASE = InteropCase(
-    "broken", "header-case", "must", "A deliberately wrong expectation.", interop.CASE_PRESERVED
-)
+def _broken_vectors(directory: Path) -> Path:
+    """A user's own interop vectors whose expectations are deliberately wrong: a changed payload
+    byte, and a header name in another case."""
+    payload = json.loads(json.dumps(_case_data("interop.pubsub.binary")))
+    payload["id"] = "interop.broken.payload"
+    payload["input"]["messages"][0]["payload"] = "abc\r\n\u0000def"
+    payload["expect"]["receivers"][0]["messages"][0]["payload"] = "abc\r\n\u0001def"
+    header = json.loads(json.dumps(_case_data("interop.headers.single")))
+    header["id"] = "interop.broken.header-case"
+    header["input"]["messages"][0]["headers"] = [["X-Case", "v"]]
+    header["expect"]["receivers"][0]["messages"][0]["headers"] = [["x-case", "v"]]
+    directory.mkdir(parents=True, exist_ok=True)
+    return _write(directory, payload, header)
 
 
-def test_a_broken_expectation_is_a_fail_row_with_the_bytes(built: list[str]) -> None:
-    scenario = DeliveryScenario(
-        "broken",
-        (
-            Delivery(
-                BROKEN,
-                Message("p", payload=b"abc\r\n\x00def"),
-                expected=Message("p", payload=b"abc\r\n\x01def"),
-            ),
-            Delivery(
-                BROKEN_CASE,
-                Message("h", headers=(("X-Case", "v"),)),
-                expected=Message("h", headers=(("x-case", "v"),)),
-            ),
-        ),
-    )
-    rows = interop.run_matrix([MUST_BUILD], ResultsWriter(None), CTX, scenarios=[scenario])
-    assert [(row.case_id, row.outcome) for row in rows] == [
-        ("interop.broken.payload", "fail"),
-        ("interop.broken.header-case", "fail"),
+def test_a_broken_expectation_is_a_fail_row_with_the_bytes_and_a_transcript(
+    built: list[str], tmp_path: Path
+) -> None:
+    path = _broken_vectors(tmp_path / "v")
+    cases, problems = interop_cases.load_cases(vectors.load_all([path]).cases)
+    assert problems == []
+    results = tmp_path / "r.jsonl"
+    with ResultsWriter(results) as writer:
+        rows = matrix_run.run_matrix([MUST_BUILD], cases, writer, CTX)
+    assert [(row.case_id, row.outcome, row.group) for row in rows] == [
+        ("interop.broken.payload", "fail", "interop.mine"),
+        ("interop.broken.header-case", "fail", "interop.mine"),
     ]
     assert rows[0].message == (
         "payload: expected 9 bytes, received 9; first difference at byte 5: "
@@ -357,6 +501,44 @@ def test_a_broken_expectation_is_a_fail_row_with_the_bytes(built: list[str]) -> 
         "header 'x-case': expected ['v'], not received (received names differing only in case: "
         "['X-Case']); header 'X-Case': received ['v'], not expected"
     )
+    details = [json.loads(line) for line in details_path(results).read_text().splitlines()]
+    transcript = details[1]["transcript"]
+    # What A did and what B reported, for this case only.
+    assert "A publish subject='interop.p1.c1." in transcript
+    assert "headers=[('X-Case', 'v')]" in transcript
+    assert "B event message sub" in transcript and "c0." not in transcript
+    assert details[1]["requirement"]["quote"] == BY_ID["interop.headers.single"].source.quote
+
+
+def test_the_cli_runs_a_users_interop_vectors_through_the_chosen_server(
+    built: list[str], tmp_path: Path, server_url: str
+) -> None:
+    path = _broken_vectors(tmp_path / "v")
+    results = tmp_path / "r.jsonl"
+    cmd = [
+        sys.executable, "-m", "harness.cli", "run", "--client", MUST_BUILD, "--vectors", str(path),
+        "--server", f"url:{server_url}", "--no-report", "--results", str(results),
+    ]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 1, run.stderr  # two must failures, not in the baseline
+    rows = list(read_rows(results))
+    assert [(row.target, row.case_id, row.outcome) for row in rows] == [
+        (f"{MUST_BUILD}->{MUST_BUILD}", "interop.broken.payload", "fail"),
+        (f"{MUST_BUILD}->{MUST_BUILD}", "interop.broken.header-case", "fail"),
+    ]
+
+
+def test_the_matrix_runs_through_the_server_it_is_given(built: list[str], server_url: str) -> None:
+    rows = matrix_run.run_matrix(
+        [MUST_BUILD], [BY_ID["interop.pubsub.binary"]], ResultsWriter(None), CTX,
+        server=f"url:{server_url}",
+    )  # fmt: skip
+    assert [(row.case_id, row.outcome) for row in rows] == [("interop.pubsub.binary", "pass")]
+    rows = matrix_run.run_matrix(
+        [MUST_BUILD], [BY_ID["interop.pubsub.binary"]], ResultsWriter(None), CTX,
+        server="url:nats://127.0.0.1:1",
+    )  # fmt: skip
+    assert rows[0].outcome == "error", rows[0].message
 
 
 # A driver that answers hello, connect and flush, and crashes on anything else.
@@ -382,6 +564,9 @@ class CrashingTarget:
         self.started.append(DriverProcess.start([sys.executable, "-c", CRASHING_DRIVER]))
         return self.started[-1]
 
+    def lacks(self, capability: str) -> str | None:
+        return None  # a protocol-1 driver: it does not say
+
     def close(self) -> None:
         for process in self.started:
             process.close()
@@ -404,7 +589,7 @@ def test_a_driver_that_crashes_gives_error_rows_and_is_given_up(
     crashing = Endpoint("client:crash", server_url, name="client:crash")
     crashing.target = CrashingTarget()  # type: ignore[assignment]
     try:
-        rows = list(interop.run_pairs([good, crashing], ResultsWriter(None), CTX))
+        rows = list(matrix_run.run_pairs([good, crashing], CASES, ResultsWriter(None), CTX))
     finally:
         good.close()
         crashing.close()
@@ -415,9 +600,9 @@ def test_a_driver_that_crashes_gives_error_rows_and_is_given_up(
     assert all(row.outcome != "error" for row in by_pair["client:nats-py->client:nats-py"])
     for target, found in by_pair.items():
         if "crash" in target:
-            assert len(found) == len(interop.all_cases())
+            assert len(found) == len(CASES)
             assert all(row.outcome == "error" for row in found), target
     messages = " ".join(row.message for row in rows)
     assert "crashed: exited with status 3" in messages
-    assert f"its drivers failed {interop.MAX_RESTARTS + 1} times" in messages
-    assert len(crashing.target.started) <= 2 * (interop.MAX_RESTARTS + 2)
+    assert f"its drivers failed {matrix_run.MAX_RESTARTS + 1} times" in messages
+    assert len(crashing.target.started) <= 2 * (matrix_run.MAX_RESTARTS + 2)

@@ -550,8 +550,9 @@ NOT_REACHED = "client"  # the row suffix of a case no path reaches
 
 
 def client_cases(loaded: Iterable[vectors.Case]) -> list[vectors.Case]:
-    """The cases every client library is checked with: those whose roles name ``client``."""
-    return [case for case in loaded if "client" in case.roles]
+    """The cases every client library is checked with on its own: those whose roles name
+    ``client``, except interop cases (the interop matrix runs those, a pair of libraries each)."""
+    return [case for case in loaded if "client" in case.roles and case.kind != "interop"]
 
 
 def _result(
