@@ -16,7 +16,15 @@ from typing import Any
 
 import jsonschema
 
-from conformance import headers, names, protocol, streaming, subjects, wire_script
+from conformance import (
+    headers,
+    names,
+    protocol,
+    streaming,
+    streaming_client,
+    subjects,
+    wire_script,
+)
 
 # Re-exported: the vector API stays in one place for its users.
 from conformance.vector_values import (
@@ -44,7 +52,7 @@ from conformance.vector_values import (
     op_pattern as op_pattern,
 )
 
-FORMAT = "nats-conformance-vectors/2"
+FORMAT = "nats-conformance-vectors/3"
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
 
@@ -381,6 +389,12 @@ def _eval_streaming_subject(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     _expect_equal("expect.subject", exp["subject"], got)
 
 
+def _eval_streaming_client(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    problems = streaming_client.judge(inp, exp, streaming_client.simulate(inp))
+    if problems:
+        raise Mismatch("expect", "; ".join(problems))
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -399,6 +413,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "streaming.encode": _eval_streaming_encode,
     "streaming.decode": _eval_streaming_decode,
     "streaming.subject": _eval_streaming_subject,
+    streaming_client.KIND: _eval_streaming_client,
 }
 
 
