@@ -259,13 +259,14 @@ def _run_build(library: Library, version_pin: str | None, out: Path, log: Path) 
     return seconds
 
 
-def build_driver(library: str, version_pin: str | None = None) -> Path:
+def build_driver(library: str | Library, version_pin: str | None = None) -> Path:
     """The OUT_DIR of a built driver (its executable is OUT_DIR/run): built on first use, and
     again when the driver's sources (or the pin) change. Builds of one OUT_DIR are serialized
-    across processes."""
-    lib = LIBRARIES[library]
+    across processes. ``library``: a name in LIBRARIES, or a Library of another registry (the
+    NATS Streaming clients, harness.streaming_clients)."""
+    lib = library if isinstance(library, Library) else LIBRARIES[library]
     drivers = targets.DEFAULT_STATE_DIR / "drivers"
-    out = drivers / f"{library}-{version_pin or 'pinned'}"
+    out = drivers / f"{lib.name}-{version_pin or 'pinned'}"
     marker = out / MARKER
     with targets._locked(drivers / f".{out.name}.lock"):
         wanted = _source_hash(lib, version_pin)
@@ -274,7 +275,7 @@ def build_driver(library: str, version_pin: str | None = None) -> Path:
                 return out
         marker.unlink(missing_ok=True)  # the old build no longer counts, even if this one fails
         seconds = _run_build(lib, version_pin, out, drivers / f"{out.name}.build.log")
-        record = {"hash": wanted, "library": library, "pin": version_pin, "seconds": seconds}
+        record = {"hash": wanted, "library": lib.name, "pin": version_pin, "seconds": seconds}
         marker.write_text(json.dumps(record))
     return out
 
