@@ -110,8 +110,8 @@ def _run(args: argparse.Namespace) -> int:
         client_cases = [case for case in loaded.cases if "client" in case.roles]
         for client in args.client or []:
             what = (
-                "streaming checks"
-                if client == STREAMING_CLIENT
+                "streaming.client vectors"
+                if _streaming_client(client)
                 else f"{len(client_cases)} client-role vectors"
                 + (", fake-server and interop checks" if not args.vectors else "")
             )
@@ -171,7 +171,7 @@ def default_targets() -> tuple[list[str], list[str]]:
     container when there is an engine, the real streaming server when Go is here; every client
     library whose toolchain is here (not the container variants) and the streaming client when
     npm is here."""
-    from harness import clients, stan_server, targets
+    from harness import clients, stan_server, streaming_clients, targets
 
     servers = [
         spec
@@ -183,9 +183,7 @@ def default_targets() -> tuple[list[str], list[str]]:
     else:
         servers.append(stan_server.DEFAULT_SPEC)
     libraries = [spec for spec, _ in clients.available_clients() if spec.startswith("client:")]
-    if shutil.which("npm"):
-        libraries.append(STREAMING_CLIENT)
-    return servers, libraries
+    return servers, libraries + streaming_clients.available()
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -223,7 +221,6 @@ class ClientStartError(Exception):
     """A client spec that is wrong, or whose driver cannot be built."""
 
 
-STREAMING_CLIENT = "client:node-nats-streaming"
 STAN_PREFIX = "stan:"  # the real NATS Streaming server (harness.stan_server)
 
 
@@ -278,10 +275,10 @@ def _run_clients(
 ) -> list:
     """Per client, every client-role vector of ``cases`` and (``bundled``: with the bundled
     vectors, not a user's own) the scripted fake-server checks; then the interop matrix across
-    them and the streaming checks."""
-    from harness import client_checks, client_vectors, clients, interop, streaming, targets
+    them; the NATS Streaming clients get the streaming client-role vectors of ``cases``."""
+    from harness import client_checks, client_vectors, clients, interop
 
-    libraries = [spec for spec in specs if spec != STREAMING_CLIENT]
+    libraries = [spec for spec in specs if not _streaming_client(spec)]
     rows = []
     for spec in libraries:
         try:
@@ -300,10 +297,44 @@ def _run_clients(
             client.close()
     if libraries and bundled:
         rows += interop.run_matrix(libraries, writer, ctx)
-    if STREAMING_CLIENT in specs and bundled:
-        with targets.open_target(DEFAULT_SERVER) as target:
-            rows += streaming.run_streaming_checks(target.server({}), writer, ctx)
+    rows += _run_streaming_clients([s for s in specs if _streaming_client(s)], ctx, writer, cases,
+                                   bundled=bundled)  # fmt: skip
     return [(row, baseline.verdict(row)) for row in rows]
+
+
+def _streaming_client(spec: str) -> bool:
+    from harness import streaming_clients
+
+    return streaming_clients.parse_spec(spec) is not None
+
+
+def _run_streaming_clients(
+    specs: list[str], ctx: object, writer: ResultsWriter, cases: list[vectors.Case], *,
+    bundled: bool,
+) -> list:  # fmt: skip
+    """Each NATS Streaming client against the streaming vectors through the reference streaming
+    server on the default nats-server; with the bundled vectors, the PyPI client's row too."""
+    if not specs:
+        return []
+    from harness import client_checks, clients, driver, streaming, streaming_clients, targets
+
+    rows = []
+    with targets.open_target(DEFAULT_SERVER) as target:
+        server = target.server({})
+        for spec in specs:
+            client = streaming_clients.parse_spec(spec)
+            assert client is not None
+            try:
+                client.driver().close()  # build now: a broken build stops the run with its reason
+            except (clients.ClientError, driver.DriverError) as exc:
+                raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
+            rows += [
+                client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
+                for result in streaming_clients.run_streaming_client_vectors(client, server, cases)
+            ]
+    if bundled:
+        rows.append(streaming.python_client_row(writer, ctx))  # type: ignore[arg-type]
+    return rows
 
 
 def _targets(args: argparse.Namespace) -> int:
@@ -311,8 +342,10 @@ def _targets(args: argparse.Namespace) -> int:
 
     for spec, version in targets.available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
-    print(f"{STREAMING_CLIENT}\t(npm, built on first use)")
-    from harness import stan_server
+    from harness import stan_server, streaming_clients
+
+    for name, library in streaming_clients.LIBRARIES.items():
+        print(f"client:{name}\t{library.registry}, built on first use")
 
     built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
     print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
@@ -430,7 +463,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help="a client library (repeatable): client:LIBRARY[==VERSION], container:client:LIBRARY, "
-        f"{STREAMING_CLIENT}; see `nats-conformance targets`",
+        "client:node-nats-streaming, client:stan.go, client:java-nats-streaming (NATS Streaming); "
+        "see `nats-conformance targets`",
     )
     run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
     run.add_argument(
