@@ -110,7 +110,8 @@ def _run(args: argparse.Namespace) -> int:
         client_cases = [case for case in loaded.cases if "client" in case.roles]
         for client in args.client or []:
             what = (
-                "streaming.client vectors"
+                f"{sum(case.kind == 'streaming.client' for case in client_cases)} NATS Streaming "
+                "checks (streaming.client vectors)"
                 if _streaming_client(client)
                 else f"{len(client_cases)} client-role vectors"
                 + (", fake-server and interop checks" if not args.vectors else "")
