@@ -57,6 +57,7 @@ class StreamingServerModel:
     subscriptions: dict[str, _Subscription] = field(default_factory=dict)  # by ack inbox
     received: list[tuple[str, pb.Message | DecodeError]] = field(default_factory=list)
     delivered: list[tuple[str, int]] = field(default_factory=list)  # (subscription inbox, seq)
+    ack_inboxes: list[str] = field(default_factory=list)  # handed out, in subscription order
     _next_sub: int = 0
 
     # --- the subjects the model answers on ---------------------------------------------------
@@ -166,6 +167,7 @@ class StreamingServerModel:
         ack_inbox = f"{self._subject('ack')}.{self._next_sub}"
         sub = _Subscription(req.client_id, req.subject, req.inbox, ack_inbox)
         self.subscriptions[ack_inbox] = sub
+        self.ack_inboxes.append(ack_inbox)
         out = self._answer(reply, pb.SubscriptionResponse(ack_inbox=ack_inbox))
         backlog = replay(self.channels.get(req.subject, []), req, now_ns)
         return out + [self._deliver(sub, stored) for stored in backlog]

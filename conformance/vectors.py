@@ -23,6 +23,7 @@ from conformance import (
     names,
     protocol,
     streaming,
+    streaming_client,
     subjects,
     wire_script,
 )
@@ -402,6 +403,12 @@ def _eval_interop(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         raise Mismatch(*problems[0])
 
 
+def _eval_streaming_client(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    problems = streaming_client.judge(inp, exp, streaming_client.simulate(inp))
+    if problems:
+        raise Mismatch("expect", "; ".join(problems))
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -422,6 +429,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "streaming.subject": _eval_streaming_subject,
     "client.script": _eval_client_script,
     "interop": _eval_interop,
+    streaming_client.KIND: _eval_streaming_client,
 }
 
 

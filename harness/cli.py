@@ -113,8 +113,9 @@ def _run(args: argparse.Namespace) -> int:
         interop_count = sum(case.kind == "interop" for case in client_cases)
         for client in args.client or []:
             what = (
-                "streaming checks"
-                if client == STREAMING_CLIENT
+                f"{sum(case.kind == 'streaming.client' for case in client_cases)} NATS Streaming "
+                "checks (streaming.client vectors)"
+                if _streaming_client(client)
                 else f"{len(client_cases) - interop_count} client-role vectors, "
                 f"{interop_count} interop vectors with every client"
                 + (", fake-server checks" if not args.vectors else "")
@@ -176,6 +177,7 @@ def default_targets() -> tuple[list[str], list[str]]:
     container when there is an engine, the real streaming server when Go is here; every client
     library whose toolchain is here (not the container variants) and the streaming client when
     npm is here."""
+    from harness.clients import streaming_clients
     from harness.clients import targets as clients
     from harness.servers import stan as stan_server
     from harness.servers.binaries import DEBIAN_SERVER
@@ -191,9 +193,7 @@ def default_targets() -> tuple[list[str], list[str]]:
     else:
         servers.append(stan_server.DEFAULT_SPEC)
     libraries = [spec for spec, _ in clients.available_clients() if spec.startswith("client:")]
-    if shutil.which("npm"):
-        libraries.append(STREAMING_CLIENT)
-    return servers, libraries
+    return servers, libraries + streaming_clients.available()
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -229,9 +229,6 @@ def _write_report(
 
 class ClientStartError(Exception):
     """A client spec that is wrong, or whose driver cannot be built."""
-
-
-STREAMING_CLIENT = "client:node-nats-streaming"
 
 
 def streaming_cases() -> list[str]:
@@ -283,14 +280,13 @@ def _run_clients(
     """Per client, every client-role vector of ``cases`` and (``bundled``: with the bundled
     vectors, not a user's own) the scripted fake-server checks; then the interop matrix across
     them, with the interop vectors of ``cases``, through the first server target the user named
-    (``server``); and the streaming checks."""
+    (``server``); the NATS Streaming clients get the streaming client-role vectors of ``cases``."""
     from harness.clients import checks as client_checks
-    from harness.clients import interop, interop_cases, streaming
+    from harness.clients import interop, interop_cases
     from harness.clients import targets as clients
     from harness.clients import vectors as client_vectors
-    from harness.servers.kinds import open_target
 
-    libraries = [spec for spec in specs if spec != STREAMING_CLIENT]
+    libraries = [spec for spec in specs if not _streaming_client(spec)]
     rows = []
     for spec in libraries:
         try:
@@ -312,10 +308,53 @@ def _run_clients(
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
     if libraries and pairs_cases:
         rows += interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
-    if STREAMING_CLIENT in specs and bundled:
-        with open_target(DEFAULT_SERVER) as target:
-            rows += streaming.run_streaming_checks(target.server({}), writer, ctx)
+    rows += _run_streaming_clients(
+        [s for s in specs if _streaming_client(s)], ctx, writer, cases, bundled=bundled
+    )
     return [(row, baseline.verdict(row)) for row in rows]
+
+
+def _streaming_client(spec: str) -> bool:
+    from harness.clients import streaming_clients
+
+    return streaming_clients.parse_spec(spec) is not None
+
+
+def _run_streaming_clients(
+    specs: list[str],
+    ctx: object,
+    writer: ResultsWriter,
+    cases: list[vectors.Case],
+    *,
+    bundled: bool,
+) -> list:
+    """Each NATS Streaming client against the streaming vectors through the reference streaming
+    server on the default nats-server; with the bundled vectors, the PyPI client's row too."""
+    if not specs:
+        return []
+    from harness.clients import checks as client_checks
+    from harness.clients import streaming, streaming_clients
+    from harness.clients.driver import DriverError
+    from harness.clients.targets import ClientError
+    from harness.servers.kinds import open_target
+
+    rows = []
+    with open_target(DEFAULT_SERVER) as target:
+        server = target.server({})
+        for spec in specs:
+            client = streaming_clients.parse_spec(spec)
+            assert client is not None
+            try:
+                client.driver().close()  # build now: a broken build stops the run with its reason
+            except (ClientError, DriverError) as exc:
+                raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
+            rows += [
+                client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
+                for result in streaming_clients.run_streaming_client_vectors(client, server, cases)
+            ]
+    if bundled:
+        rows.append(streaming.python_client_row(writer, ctx))  # type: ignore[arg-type]
+    return rows
 
 
 def _targets(args: argparse.Namespace) -> int:
@@ -324,9 +363,11 @@ def _targets(args: argparse.Namespace) -> int:
 
     for spec, version in available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
-    print(f"{STREAMING_CLIENT}\t(npm, built on first use)")
+    from harness.clients import streaming_clients
     from harness.servers import stan as stan_server
-    from harness.servers.targets import available_targets
+
+    for name, library in streaming_clients.LIBRARIES.items():
+        print(f"client:{name}\t{library.registry}, built on first use")
 
     built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
     print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
@@ -447,7 +488,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help="a client library (repeatable): client:LIBRARY[==VERSION], container:client:LIBRARY, "
-        f"{STREAMING_CLIENT}; see `nats-conformance targets`",
+        "client:node-nats-streaming, client:stan.go, client:java-nats-streaming (NATS Streaming); "
+        "see `nats-conformance targets`",
     )
     run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
     run.add_argument(

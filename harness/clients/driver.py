@@ -113,21 +113,21 @@ class Transcript:
 
 
 @cache
-def protocol_schema() -> dict[str, Any]:
-    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text())
+def protocol_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(path.read_text())
     return schema
 
 
 @cache
-def _validator(pointer: str) -> Any:
+def _validator(pointer: str, path: Path = SCHEMA_PATH) -> Any:
     """A validator for the schema's definition at ``pointer`` (e.g. "commands/flush/result")."""
-    root = {key: value for key, value in protocol_schema().items() if key != "oneOf"}
+    root = {key: value for key, value in protocol_schema(path).items() if key != "oneOf"}
     return jsonschema.Draft202012Validator({**root, "$ref": f"#/$defs/{pointer}"})
 
 
-def commands() -> list[str]:
-    """The commands nats-conformance-driver/2 names."""
-    return sorted(protocol_schema()["$defs"]["commands"])
+def commands(path: Path = SCHEMA_PATH) -> list[str]:
+    """The commands the protocol of the schema at ``path`` names (default: driver/2's)."""
+    return sorted(protocol_schema(path)["$defs"]["commands"])
 
 
 def capability_names() -> list[str]:
@@ -135,10 +135,12 @@ def capability_names() -> list[str]:
     return list(protocol_schema()["$defs"]["capability"]["enum"])
 
 
-def schema_problem(value: Any, pointer: str) -> str | None:
+def schema_problem(value: Any, pointer: str, path: Path = SCHEMA_PATH) -> str | None:
     """Why ``value`` does not match the schema's definition at ``pointer`` (its most relevant
     errors, at most three); None when it does."""
-    errors = sorted(_validator(pointer).iter_errors(value), key=jsonschema.exceptions.relevance)
+    errors = sorted(
+        _validator(pointer, path).iter_errors(value), key=jsonschema.exceptions.relevance
+    )
     reasons: list[str] = []
     for error in errors:
         where = "/".join(str(part) for part in error.absolute_path)
@@ -161,7 +163,11 @@ _OPEN: weakref.WeakSet[DriverProcess] = weakref.WeakSet()
 
 class DriverProcess:
     """One running driver. ``call`` sends a request and returns its reply; ``events`` returns
-    the events that arrived (in order, each once); ``close`` stops the driver for good."""
+    the events that arrived (in order, each once); ``close`` stops the driver for good.
+    A subclass speaking another JSON-lines protocol names its schema and protocol."""
+
+    schema_path: Path = SCHEMA_PATH
+    protocol: str = PROTOCOL
 
     def __init__(
         self,
@@ -266,10 +272,10 @@ class DriverProcess:
             self._fail(f"wrote garbage: line {number} is not a JSON object: {text[:200]!r}")
             return
         kind = "event" if "event" in message else "response"
-        problem = schema_problem(message, kind)
+        problem = schema_problem(message, kind, self.schema_path)
         if problem is not None:
             self._fail(
-                f"wrote a line that breaks {PROTOCOL}: line {number} is no valid {kind}: "
+                f"wrote a line that breaks {self.protocol}: line {number} is no valid {kind}: "
                 f"{problem}: {text[:200]!r}"
             )
             return
@@ -372,8 +378,8 @@ class DriverProcess:
             request_id = self._next_id
             self._next_id += 1
             request = {"id": request_id, "cmd": cmd, **args}
-            if cmd in commands():
-                problem = schema_problem(request, f"commands/{cmd}/request")
+            if cmd in commands(self.schema_path):
+                problem = schema_problem(request, f"commands/{cmd}/request", self.schema_path)
                 if problem is not None:
                     raise ValueError(f"not a valid {cmd} request: {problem}")
             line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
@@ -422,10 +428,10 @@ class DriverProcess:
             error = response["error"]
             return DriverReply(False, {}, error["type"], error["message"])
         result: dict[str, Any] = response["result"]
-        if cmd in commands():
-            problem = schema_problem(result, f"commands/{cmd}/result")
+        if cmd in commands(self.schema_path):
+            problem = schema_problem(result, f"commands/{cmd}/result", self.schema_path)
             if problem is not None:
-                problem = f"answered {cmd!r} with a result that breaks {PROTOCOL}: {problem}"
+                problem = f"answered {cmd!r} with a result that breaks {self.protocol}: {problem}"
                 self._fail(problem)
                 raise self._error(problem)
         return DriverReply(True, result, None, None)

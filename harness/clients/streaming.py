@@ -3,8 +3,8 @@ real streaming server (nats-streaming-server, harness.stan_server) against the d
 
 ``StreamingBridge`` subscribes to the reference model's subjects on a real nats-server and
 publishes what ``conformance.streaming_server`` answers. The bridge only moves bytes; the
-reference parser and encoder frame them. The client checks judge what the client sent (decoded
-by the reference) and what it reports receiving. The server checks speak the protocol
+reference parser and encoder frame them. harness.streaming_clients runs the streaming client
+libraries through it (the streaming.client vectors). The server checks speak the protocol
 themselves (``StanSession``) and run the same session against both servers, so each row of the
 real server says where the two differ.
 """
@@ -114,135 +114,11 @@ class StreamingBridge:
         self.close()
 
 
-@dataclass(frozen=True)
-class Check:
-    case_id: str
-    level: str
-    outcome: str
-    message: str
-
-
-def _check(case_id: str, level: str, ok: bool, message: str) -> Check:
-    return Check(case_id, level, "pass" if ok else "fail", "" if ok else message)
-
-
-def judge(model: StreamingServerModel, steps: dict[str, dict], client_id: str) -> list[Check]:
-    """Judge what the client sent (decoded by the reference) and what it reported."""
-    sent: dict[str, list] = {}
-    for name, message in model.received:
-        sent.setdefault(name, []).append(message)
-    checks = []
-    [connect, *_] = sent.get("ConnectRequest", [None])
-    checks.append(
-        _check(
-            "streaming.connect.request",
-            "must",
-            isinstance(connect, pb.ConnectRequest)
-            and connect.client_id == client_id
-            and bool(connect.heartbeat_inbox)
-            and steps.get("connect", {}).get("ok") is True,
-            f"ConnectRequest {connect!r}, client reported {steps.get('connect')!r}",
-        )
-    )
-    pubs = sent.get("PubMsg", [])
-    acks = steps.get("publish", {}).get("acks", [])
-    guids = [m.guid for m in pubs if isinstance(m, pb.PubMsg)]
-    checks.append(
-        _check(
-            "streaming.publish.pubmsg",
-            "must",
-            [(m.client_id, m.subject, m.data) for m in pubs if isinstance(m, pb.PubMsg)]
-            == [(client_id, "orders", d) for d in (b"m1", b"m2", b"m3")]
-            and len(set(guids)) == 3
-            and all(guids),
-            f"PubMsg sent: {pubs!r}",
-        )
-    )
-    checks.append(
-        _check(
-            "streaming.publish.puback-guid",
-            "must",
-            [a.get("guid") for a in acks] == guids and not any(a.get("error") for a in acks),
-            f"client saw PubAck guids {acks!r}, its PubMsg guids were {guids!r}",
-        )
-    )
-    requests = [
-        r for r in sent.get("SubscriptionRequest", []) if isinstance(r, pb.SubscriptionRequest)
-    ]
-    for (step, (position, fields)), request in zip(
-        START_POSITIONS.items(), requests + [None] * 5, strict=False
-    ):
-        got_fields = {k: getattr(request, k) for k in fields} if request else None
-        checks.append(
-            _check(
-                f"streaming.start-position.{step}.request",
-                "must",
-                request is not None
-                and request.start_position == position
-                and got_fields == fields
-                and request.client_id == client_id
-                and bool(request.inbox),
-                f"expected startPosition {position.name} with {fields}, client sent {request!r}",
-            )
-        )
-        delivered = [seq for inbox, seq in model.delivered if request and inbox == request.inbox]
-        reported = [
-            m["sequence"] for m in steps.get(f"start-position.{step}", {}).get("messages", [])
-        ]
-        checks.append(
-            _check(
-                f"streaming.start-position.{step}.delivery",
-                "must",
-                reported == delivered,
-                f"the reference delivered sequences {delivered}, the client reported {reported}",
-            )
-        )
-    acked = sorted(seq for sub in model.subscriptions.values() for seq in sub.acked)
-    all_acks = [a for a in sent.get("Ack", []) if isinstance(a, pb.Ack)]
-    checks.append(
-        _check(
-            "streaming.ack",
-            "must",
-            sorted(a.sequence for a in all_acks) == sorted(seq for _, seq in model.delivered)
-            and all(a.subject == "orders" for a in all_acks),
-            f"delivered {model.delivered}, acks {all_acks!r} (still subscribed: {acked})",
-        )
-    )
-    unsubs = [u for u in sent.get("UnsubscribeRequest", []) if isinstance(u, pb.UnsubscribeRequest)]
-    checks.append(
-        _check(
-            "streaming.unsubscribe",
-            "must",
-            len(unsubs) == len(START_POSITIONS) and all(u.client_id == client_id for u in unsubs),
-            f"UnsubscribeRequests {unsubs!r}",
-        )
-    )
-    closes = sent.get("CloseRequest", [])
-    checks.append(
-        _check(
-            "streaming.close",
-            "must",
-            closes == [pb.CloseRequest(client_id)] and steps.get("close", {}).get("ok") is True,
-            f"CloseRequests {closes!r}, client reported {steps.get('close')!r}",
-        )
-    )
-    return checks
-
-
-def run_scenario(
-    command: list[str], server: RunningServer, client_id: str
-) -> tuple[StreamingServerModel, dict[str, dict], str]:
-    """Run a streaming client against the reference server: its steps by name, and stderr."""
-    model = StreamingServerModel()
-    with StreamingBridge(server, model):
-        steps, stderr = run_command(command, server.url, model.cluster_id, client_id)
-    return model, steps, stderr
-
-
 def build_node_scenario(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[list[str], str]:
-    """Install node-nats-streaming into the cache once; the command and the library version."""
+    """Install node-nats-streaming into the cache once; the fixed scenario the streaming server
+    checks run (``scenario``, beside the driver), and the library version."""
     out = state_dir / "drivers" / "node-nats-streaming"
-    if not (out / "run").exists():
+    if not (out / "scenario").exists():
         subprocess.run(
             ["bash", str(SCENARIO_DIR / "build.sh"), str(SCENARIO_DIR), str(out)],
             check=True,
@@ -253,7 +129,7 @@ def build_node_scenario(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[list[str],
     package = json.loads(
         (out / "node_modules" / "node-nats-streaming" / "package.json").read_text()
     )
-    return [str(out / "run")], package["version"]
+    return [str(out / "scenario")], package["version"]
 
 
 def try_python_client(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[str, str]:
@@ -287,63 +163,22 @@ def try_python_client(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[str, str]:
     return "pass", f"{PYTHON_CLIENT} imports"
 
 
-def run_streaming_checks(
-    server: RunningServer,
-    writer: ResultsWriter,
-    ctx: RunContext,
-    *,
-    on_row: Callable[[ResultRow], None] = lambda r: None,
-) -> list[ResultRow]:
-    """Every streaming check: node-nats-streaming through the scenario, and the PyPI client."""
-    rows = []
-
-    def emit(target: str, version: str, check: Check) -> None:
-        row = ctx.row(
-            target=target,
-            target_kind="client",
-            target_version=version,
-            case_id=check.case_id,
-            group="streaming.client",
-            level=check.level,
-            outcome=check.outcome,
-            duration_ms=0.0,
-            message=check.message,
-        )
-        writer.write(row)
-        rows.append(row)
-        on_row(row)
-
-    try:
-        command, version = build_node_scenario()
-    except (subprocess.SubprocessError, OSError) as exc:
-        emit(
-            "client:node-nats-streaming",
-            "unknown",
-            Check("streaming.build", "must", "error", str(exc)),
-        )
-    else:
-        model, steps, stderr = run_scenario(command, server, "conformance-1")
-        if "connect" not in steps:
-            emit(
-                "client:node-nats-streaming",
-                version,
-                Check(
-                    "streaming.connect.request",
-                    "must",
-                    "error",
-                    f"scenario failed: {stderr[-400:]}",
-                ),
-            )
-        else:
-            for check in judge(model, steps, "conformance-1"):
-                emit("client:node-nats-streaming", version, check)
+def python_client_row(writer: ResultsWriter, ctx: RunContext) -> ResultRow:
+    """The PyPI streaming client's row: whether it installs and imports at all."""
     outcome, message = try_python_client()
-    emit(
-        "client:asyncio-nats-streaming",
-        "0.4.0",
-        Check("streaming.client.install", "must", outcome, message),
+    row = ctx.row(
+        target="client:asyncio-nats-streaming",
+        target_kind="client",
+        target_version=PYTHON_CLIENT.partition("==")[2],
+        case_id="streaming.client.install",
+        group="streaming.client",
+        level="must",
+        outcome=outcome,
+        duration_ms=0.0,
+        message=message,
     )
-    return rows
+    writer.write(row)
+    return row
 
 
 # --- the real streaming server as a target: raw-protocol sessions ---------------------------------

@@ -199,22 +199,23 @@ def _source_hash(library: Library, version_pin: str | None) -> str:
     return digest.hexdigest()
 
 
-def build_driver(library: str, version_pin: str | None = None) -> Path:
+def build_driver(library: str | Library, version_pin: str | None = None) -> Path:
     """The OUT_DIR of a built driver (its executable is OUT_DIR/run): built on first use, and
     again when the driver's sources (or the pin) change. Builds of one OUT_DIR are serialized
     across processes. Each checkout of the drivers builds into its own OUT_DIR, so two
-    checkouts sharing the cache never rebuild under each other's running drivers."""
-    lib = LIBRARIES[library]
+    checkouts sharing the cache never rebuild under each other's running drivers. ``library``: a
+    name in LIBRARIES, or a Library of another registry (harness.clients.streaming_clients)."""
+    lib = library if isinstance(library, Library) else LIBRARIES[library]
     checkout = hashlib.sha256(str(DRIVERS_DIR).encode()).hexdigest()[:8]
-    out = state.DEFAULT_STATE_DIR / "drivers" / f"{library}-{version_pin or 'pinned'}-{checkout}"
-    script = DRIVERS_DIR / library / "build.sh"
+    out = state.DEFAULT_STATE_DIR / "drivers" / f"{lib.name}-{version_pin or 'pinned'}-{checkout}"
+    script = DRIVERS_DIR / lib.name / "build.sh"
     if not script.is_file():
-        raise ClientError(f"the {library} driver has no build.sh in {script.parent}")
+        raise ClientError(f"the {lib.name} driver has no build.sh in {script.parent}")
     env = {k: v for k, v in os.environ.items() if k != "LIBRARY_VERSION"}
     if version_pin is not None:
         env["LIBRARY_VERSION"] = version_pin
     step = builds.Step(["bash", str(script), str(script.parent), str(out)], env=env)
-    what = f"the {library} driver (LIBRARY_VERSION={version_pin})"
+    what = f"the {lib.name} driver (LIBRARY_VERSION={version_pin})"
     try:
         return builds.cached_build(
             out,

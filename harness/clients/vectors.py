@@ -547,6 +547,10 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     ),
 }  # fmt: skip
 NOT_REACHED = "client"  # the row suffix of a case no path reaches
+NOT_REACHED_REASONS = {
+    "streaming.client": "a core NATS client has no NATS Streaming API: the streaming client "
+    "libraries run these cases (harness.streaming_clients)",
+}
 
 
 def client_cases(loaded: Iterable[vectors.Case]) -> list[vectors.Case]:
@@ -615,7 +619,9 @@ def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Itera
         paths = PATHS.get(kind, ())
         for case in kind_cases:
             if not any(path.applies(case) for path in paths):
-                reason = f"no client path reaches this {kind} case yet"
+                reason = NOT_REACHED_REASONS.get(
+                    kind, f"no client path reaches this {kind} case yet"
+                )
                 yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
                               reason, 0.0)  # fmt: skip
         for path in paths:

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# build.sh SOURCE_DIR OUT_DIR: install node-nats-streaming (pinned) and the scenario into OUT_DIR.
+# build.sh SOURCE_DIR OUT_DIR: install node-nats-streaming (pinned) with the driver
+# (nats-conformance-stan-driver/1) and the older fixed scenario the streaming server checks run.
 set -euo pipefail
-src="$1"; out="$2"
+src="$1"; mkdir -p "$2"; out="$(cd "$2" && pwd)"
 version="${LIBRARY_VERSION:-0.3.2}"
-mkdir -p "$out"
-cp "$src/scenario.js" "$out/"
+cp "$src/driver.js" "$src/scenario.js" "$out/"
 cd "$out"
-[ -f package.json ] || echo '{"name": "nats-conformance-stan-scenario", "private": true}' > package.json
+[ -f package.json ] || echo '{"name": "nats-conformance-stan-driver", "private": true}' > package.json
 npm install --no-audit --no-fund --loglevel=error "node-nats-streaming@$version" >/dev/null
-printf '#!/bin/sh\nexec node "%s/scenario.js" "$@"\n' "$out" > run
-chmod +x run
+printf '#!/bin/sh\nexec node "%s/driver.js" "$@"\n' "$out" > run
+printf '#!/bin/sh\nexec node "%s/scenario.js" "$@"\n' "$out" > scenario
+chmod +x run scenario
+echo '{"id":1,"cmd":"hello"}' | ./run | grep -q '"protocol":"nats-conformance-stan-driver/1"' || {
+    echo "build.sh: the driver did not answer hello" >&2; exit 1; }

