@@ -288,7 +288,7 @@ def run_wire_script(
                             label=name if labelled else "",
                         )  # fmt: skip
                     except ConnectionResetError as exc:  # a listener that resets at once
-                        why = f"no INFO: the connection was reset before INFO ({exc})"
+                        why = f"no INFO: the connection ended before the server sent INFO ({exc})"
                         raise _Verdict("fail", why, greeting=not conns) from exc
                     except OSError as exc:
                         raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
