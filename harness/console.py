@@ -10,6 +10,9 @@ from typing import TextIO
 from harness.gate import Verdict
 from harness.results import LEVELS, OUTCOMES, ResultRow
 
+# Gating problems the closing summary lists one by one (each message is bounded already).
+SHOWN_PROBLEMS = 50
+
 
 class Progress:
     """A one-line bar on stderr, redrawn in place; silent when stderr is not a terminal."""
@@ -58,9 +61,11 @@ def summary(results: Iterable[tuple[ResultRow, Verdict]]) -> str:
                 continue
             cells = " ".join(f"{counts[(target, level, c)]:>9}" for c in columns)
             lines.append(f"{f'{target} ({version})':<{name_width}}  {level:<6} {cells}")
-    for row, verdict in problems:
+    for row, verdict in problems[:SHOWN_PROBLEMS]:
         what = (
             "unexpected failure" if verdict is Verdict.UNEXPECTED else "baseline is stale (passes)"
         )
         lines.append(f"{what}: {row.target}: {row.case_id}: {row.outcome}: {row.message}")
+    if len(problems) > SHOWN_PROBLEMS:
+        lines.append(f"... and {len(problems) - SHOWN_PROBLEMS} more (every row is in the results)")
     return "\n".join(lines)

@@ -352,3 +352,63 @@ def test_a_broken_greeting_is_a_verdict_not_a_crash(name: str, tmp_path: Path) -
     rest = rows[1:]
     assert rest and all(r["outcome"] == "error" for r in rest)
     assert all("greeting is broken" in r["message"] for r in rest)
+
+
+# --- bounded whatever the server does ------------------------------------------------------------
+
+
+def answers_slowly(conn: socket.socket, stop: threading.Event) -> None:
+    """A conforming server, only slow: each PING gets its PONG after 0.1 s."""
+    conn.sendall(INFO)
+    conn.settimeout(0.05)
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            return
+        for _ in range(data.count(b"PING\r\n")):
+            time.sleep(0.1)
+            conn.sendall(b"PONG\r\n")
+
+
+def test_a_case_that_outlives_its_deadline_is_an_error_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.servers.wire as wire_module
+
+    monkeypatch.setattr(wire_module, "CASE_SECONDS", 1.0)
+    ping = {"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}
+    wire = {"exchanges": [{"send": "CONNECT {}\r\n", "expect": [], "then": "open"}] + [ping] * 200}
+    server = FakeServer(answers_slowly)
+    try:
+        result, took = timed_run(wire, server.running, timeout=1.0)
+    finally:
+        server.close()
+    assert result.outcome == "error"
+    assert "did not end within 1 s" in result.message
+    assert took < 1.0 + 2 * 1.0  # the deadline, plus at most one exchange in progress
+
+
+def floods_msgs(conn: socket.socket, stop: threading.Event) -> None:
+    """Valid 256 KiB MSGs to any subscription, without end."""
+    conn.sendall(INFO)
+    payload = b"x" * (256 << 10)
+    send_until_stopped(conn, stop, b"MSG foo 1 %d\r\n%s\r\n" % (len(payload), payload))
+
+
+def test_a_flood_of_valid_messages_keeps_a_bounded_transcript() -> None:
+    from harness.runtime.transcripts import KEPT_BYTES
+
+    server = FakeServer(floods_msgs)
+    try:
+        with WireConnection.connect("127.0.0.1", server.port, timeout=1.0) as conn:
+            for _ in range(20):  # 20 receives of up to the budget each: many MB
+                conn.receive(10_000, timeout=0.2)
+            transcript = conn.transcript
+    finally:
+        server.close()
+    kept = sum(len(e.data) for e in transcript.events if e.direction in ("send", "recv"))
+    assert kept <= KEPT_BYTES
+    assert transcript.dropped_bytes > 0
+    assert len(transcript.text()) < 200_000
+    assert "bytes) not kept" in transcript.text()

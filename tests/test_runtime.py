@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -125,3 +126,69 @@ def test_a_server_that_dies_mid_run_is_started_again_for_the_next_case(tmp_path:
         with socket.create_connection((second.host, second.port), timeout=5) as sock:
             assert sock.recv(4096).startswith(b"INFO ")
         assert target.server({}) == second  # alive: reused
+
+
+def test_a_server_that_floods_its_log_before_it_is_ready_is_refused_in_bounded_memory(
+    tmp_path: Path,
+) -> None:
+    import resource
+
+    binary = script(
+        tmp_path / "chatty-nats-server",
+        'if [ "$1" = --version ]; then echo "nats-server: v9.9.9"; exit 0; fi\n'
+        "head -c 100000000 /dev/zero | tr '\\0' x\nsleep 60",
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with (
+        open_target(f"exec:{binary}", state_dir=tmp_path / "state") as target,
+        pytest.raises(TargetError) as caught,
+    ):
+        target.server({})
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert "bytes of log before it was ready" in str(caught.value)
+    assert len(str(caught.value)) < 20_000  # the log's end, not the log
+    assert grown_mib < 64  # reading 100 MB of log kept none of it
+
+
+HANGS_AFTER_HELLO = r"""
+import json, sys, time
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["cmd"] == "hello":
+        print(json.dumps({"id": request["id"], "ok": True, "result": {
+            "protocol": "nats-conformance-driver/2", "library": "nats-py", "version": "1.0.0",
+            "language": "Python", "capabilities": ["validate_subject"]}}), flush=True)
+    else:
+        time.sleep(600)  # answers nothing else, ever
+"""
+
+
+def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conformance.vectors import BUNDLED_DIR, load_all
+    from harness.clients import targets as clients
+    from harness.clients.checks import STEP
+    from harness.clients.vectors import run_client_vectors
+    from harness.runtime import state
+
+    source = tmp_path / "drivers" / "nats-py"
+    source.mkdir(parents=True)
+    (source / "driver.py").write_text(HANGS_AFTER_HELLO)
+    (source / "build.sh").write_text(
+        f'printf \'#!/bin/sh\\nexec {sys.executable} %s\\n\' "$1/driver.py" > "$2/run"\n'
+        'chmod +x "$2/run"\n'
+    )
+    monkeypatch.setattr(clients, "DRIVERS_DIR", tmp_path / "drivers")
+    monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
+    cases = [c for c in load_all([BUNDLED_DIR]).cases if c.kind == "subject.validate"][:12]
+    started = time.monotonic()
+    with clients.open_client("client:nats-py") as client:
+        rows = []
+        for row in run_client_vectors(client, cases):
+            rows.append((row, time.monotonic() - started))
+    asked = [r for r, _ in rows if r.outcome != "skip"]  # a skip asks nothing
+    assert [r.outcome for r in asked[:2]] == ["fail", "fail"]  # hung on its input
+    assert len(asked) > 10
+    assert all(r.outcome == "error" and "hung 2 times" in r.message for r in asked[2:])
+    assert time.monotonic() - started < 2 * (STEP + 1) + 10  # two deadlines, not one a case

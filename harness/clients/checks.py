@@ -154,9 +154,13 @@ class Session:
         return self._driver
 
     def call(self, cmd: str, *, timeout: float = STEP + 1, **args: Any) -> DriverReply:
+        if (reason := self.client.given_up()) is not None:
+            raise DriverError(reason, cause="given-up")  # no more waiting on this library
         try:
             return self.driver.call(cmd, timeout=timeout, **args)
-        except DriverError:
+        except DriverError as exc:
+            if exc.cause == "hung":
+                self.client.note_hang(cmd)
             self.restart()
             raise
 

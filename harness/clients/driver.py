@@ -55,7 +55,8 @@ class DriverError(Exception):
     """The driver crashed, hung or broke the protocol; str(e) says which, with its stderr's end.
 
     ``cause`` is ``crashed``, ``hung`` or ``broken`` (garbage, a closed driver): a check whose
-    input made the library crash or hang fails it; a broken driver is the suite's problem."""
+    input made the library crash or hang fails it; a broken driver is the suite's problem.
+    ``given-up``: not asked at all, the driver having hung too often before (ClientTarget)."""
 
     def __init__(self, message: str, cause: str = "broken") -> None:
         super().__init__(message)

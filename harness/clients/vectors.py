@@ -588,9 +588,11 @@ def _run_case(
     except Verdict as verdict:
         ending = verdict
     except DriverError as exc:
-        # The library crashing or hanging on the case's input fails it; a broken driver does not.
-        outcome = "error" if exc.cause == "broken" else "fail"
-        ending = Verdict(outcome, f"the library {exc.cause} (driver: {exc})")
+        # The library crashing or hanging on the case's input fails it; a broken driver, or one
+        # given up on after hanging before, does not.
+        outcome = "fail" if exc.cause in ("crashed", "hung") else "error"
+        said = str(exc) if exc.cause == "given-up" else f"the library {exc.cause} (driver: {exc})"
+        ending = Verdict(outcome, said)
     except Exception as exc:  # a bug in a path: the other cases still run
         ending = Verdict("error", f"path {path.name} raised {type(exc).__name__}: {exc}")
     ms = (time.monotonic() - started) * 1000

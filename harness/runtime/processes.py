@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,11 @@ from typing import IO, Any
 STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 OUTPUT_LIMIT = 1 << 16  # bytes of a short command's output kept (a target controls it)
 EXIT_DRAIN = 0.5  # seconds output is still read after a short command exited
+TAIL_BYTES = 64 << 10  # bytes of a log's end read for an error message
+TAIL_SHOWN = 4000  # characters of them shown
+LINE_OVERLAP = (
+    4096  # characters kept between pieces of a watched log (longer than any line looked for)
+)
 
 
 # --- identity ------------------------------------------------------------------------------------
@@ -200,12 +205,41 @@ SPAWNER = Spawner()
 
 
 def log_tail(log: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a log file, for an error message."""
+    """The last ``lines`` lines of a log file, for an error message (only its end is read)."""
     try:
-        text = log.read_text(errors="replace")
+        with log.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - TAIL_BYTES))
+            text = handle.read(TAIL_BYTES).decode(errors="replace")
     except OSError:
         return "(no log)"
-    return "\n".join(text.rstrip().splitlines()[-lines:]) or "(empty log)"
+    tail = "\n".join(text.rstrip().splitlines()[-lines:])
+    if len(tail) > TAIL_SHOWN:  # a line can be as long as a target likes
+        tail = f"...[{len(tail) - TAIL_SHOWN} characters]{tail[-TAIL_SHOWN:]}"
+    return tail or "(empty log)"
+
+
+class LogWatch:
+    """Reads a growing log from where it stopped, in bounded pieces, so finding a line in a log
+    that a target floods costs bounded memory and each byte is read once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.size = 0  # bytes read so far
+        self._overlap = ""  # the end of the last piece: a line may straddle two pieces
+
+    def pieces(self) -> Iterator[str]:
+        """The text written since the last call, as overlapping pieces of at most ~1 MiB."""
+        try:
+            handle = self.path.open("rb")
+        except OSError:
+            return
+        with handle:
+            handle.seek(self.size)
+            while chunk := handle.read(1 << 20):
+                self.size += len(chunk)
+                text = self._overlap + chunk.decode(errors="replace")
+                self._overlap = text[-LINE_OVERLAP:]
+                yield text
 
 
 def write_pid_file(pid_file: Path, pid: int, binary: Path, argv: list[str]) -> None:

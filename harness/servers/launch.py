@@ -21,6 +21,7 @@ from harness.runtime.containers import ContainerError
 from harness.servers.specs import RunningServer, TargetError
 
 READY_TIMEOUT = 5.0  # seconds from launch to "Server is ready"
+EARLY_OUTPUT_LIMIT = 16 << 20  # log bytes a server may write before it is ready (a few kB is usual)
 IMAGE_REPOSITORY = "nats-conformance/nats-server"
 _READY = "Server is ready"
 
@@ -52,12 +53,15 @@ def _await_ready(
     not in the log file to an error.
     """
     deadline = time.monotonic() + READY_TIMEOUT
+    watch, ready = processes.LogWatch(log), False
     while True:
+        ready = ready or any(_READY in piece for piece in watch.pieces())
         port = _ports_file_port(run_dir)
-        with contextlib.suppress(OSError):
-            if port is not None and _READY in log.read_text(errors="replace"):
-                return port
+        if ready and port is not None:
+            return port
         gone = exited()
+        if watch.size > EARLY_OUTPUT_LIMIT:
+            gone = f"wrote {watch.size} bytes of log before it was ready"
         if gone is not None or time.monotonic() > deadline:
             problem = gone or f"was not ready within {READY_TIMEOUT:g} s"
             raise TargetError(

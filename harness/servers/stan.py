@@ -162,12 +162,13 @@ class StanServerTarget:
 def _await_ready(log: Path, proc: subprocess.Popen[bytes]) -> int:
     """The client port, once the log says the streaming server is ready."""
     deadline = time.monotonic() + READY_TIMEOUT
+    watch, port, ready = processes.LogWatch(log), None, False
     while True:
-        with contextlib.suppress(OSError):
-            text = log.read_text(errors="replace")
-            port = _LISTENING.search(text)
-            if port is not None and _READY in text:
-                return int(port.group(1))
+        for piece in watch.pieces():
+            port = port or _LISTENING.search(piece)
+            ready = ready or _READY in piece
+        if port is not None and ready:
+            return int(port.group(1))
         code = proc.poll()
         if code is not None or time.monotonic() > deadline:
             problem = f"exited with status {code}" if code is not None else "was not ready"

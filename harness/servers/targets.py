@@ -43,6 +43,10 @@ def _server_info(host: str, port: int, timeout: float = 3.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
+    except ConnectionResetError as exc:  # something listens, and reset the connection at once
+        raise GreetingError(
+            f"{host}:{port} reset the connection before it sent INFO: {exc}"
+        ) from None
     except OSError as exc:
         raise TargetError(f"no NATS server answers at {host}:{port}: {exc}") from None
     with sock:

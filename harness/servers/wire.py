@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from conformance import protocol, vectors, wire_script
 from conformance.wire_script import ConnectionPlan
 from harness.runtime.limits import READ_LIMITS
-from harness.runtime.transcripts import Direction, Transcript, TranscriptEvent
+from harness.runtime.transcripts import Direction, Transcript
 
 if TYPE_CHECKING:
     from harness.servers.specs import RunningServer
@@ -29,6 +29,9 @@ CHUNK = 1 << 16
 PONG = b"PONG\r\n"
 # What the runner sends to learn whether a connection is still open: a PONG answers it.
 PROBE = protocol.encode(protocol.Ping())
+# A whole case's deadline, beyond the waits it declares: a server that answers every exchange
+# slowly gets an error row, not a run that never ends.
+CASE_SECONDS = 30.0
 _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
 
 
@@ -82,9 +85,7 @@ class WireConnection:
         return self._parser.incomplete
 
     def _record(self, direction: Direction, data: bytes) -> None:
-        self.transcript.events.append(
-            TranscriptEvent(time.monotonic() - self._started, direction, data, self._label)
-        )
+        self.transcript.add(time.monotonic() - self._started, direction, data, self._label)
 
     def note(self, text: str) -> None:
         self._record("note", text.encode())
@@ -269,7 +270,14 @@ def run_wire_script(
     greeting = False
     try:
         try:
+            deadline = started + CASE_SECONDS + sum(e.get("wait", 0) for e in wire["exchanges"])
             for i, exchange in enumerate(wire["exchanges"]):
+                if time.monotonic() > deadline:
+                    raise _Verdict(
+                        "error",
+                        f"the case did not end within {CASE_SECONDS:g} s (plus the waits it "
+                        f"declares): {i} of {len(wire['exchanges'])} exchanges done",
+                    )
                 name = wire_script.connection_of(wire, i)
                 conn = conns.get(name)
                 if conn is None:
@@ -279,6 +287,9 @@ def run_wire_script(
                             plan=plans[name], transcript=transcript,
                             label=name if labelled else "",
                         )  # fmt: skip
+                    except ConnectionResetError as exc:  # a listener that resets at once
+                        why = f"no INFO: the connection ended before the server sent INFO ({exc})"
+                        raise _Verdict("fail", why, greeting=not conns) from exc
                     except OSError as exc:
                         raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
                     conns[name] = conn
