@@ -52,6 +52,7 @@ THINGS: dict[str, str] = {
     "stream": "stream", "consumer": "consumer", "durable": "durable consumer",
     "kv": "key-value bucket", "object_store": "object store",
 }  # fmt: skip
+SHOWN = 40  # characters of a name a message quotes
 CALL_TIMEOUT = 15.0  # seconds for one driver call: creating an object store is several requests
 CONNECT_TIMEOUT_MS = 3000
 
@@ -75,14 +76,22 @@ def limit(case: vectors.Case) -> str | None:
     return None
 
 
+def _shown(name: str) -> str:
+    """``name`` quoted for a message; a long one cut, with its length."""
+    if len(name) <= SHOWN:
+        return repr(name)
+    return f"{name[:SHOWN]!r}... ({len(name)} characters)"
+
+
 def judge_create(production: str, name: str, expect_valid: bool, answer: DriverReply) -> Judgement:
     """The verdict on the library's answer to creating ``name`` as a ``production``: refused by
     the library, refused by the server, or created, right when ``expect_valid`` says so."""
-    thing = f"{THINGS[KINDS[production]]} {name!r}"
+    thing = f"{THINGS[KINDS[production]]} {_shown(name)}"
     if answer.ok:
         created = answer.result.get("created")
         if created != name:
-            return Judgement("fail", f"asked for {thing}, the library created {created!r}")
+            shown = _shown(created) if isinstance(created, str) else repr(created)
+            return Judgement("fail", f"asked for {thing}, the library created {shown}")
         if expect_valid:
             return Judgement("pass", f"accepted a valid {production}: created {thing}")
         return Judgement(
@@ -146,7 +155,7 @@ class JetStreamRun:
         answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
         if answer.ok:
             return ""
-        return f"; could not delete {THINGS[kind]} {name!r}: {answer.error_message}"
+        return f"; could not delete {THINGS[kind]} {_shown(name)}: {answer.error_message}"
 
     def check(self, case: vectors.Case) -> Judgement:
         inp = case.data["input"]
