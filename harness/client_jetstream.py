@@ -103,8 +103,11 @@ def judge_create(production: str, name: str, expect_valid: bool, answer: DriverR
         "refused": "the library refused it locally",
         "protocol": "the library sent it and the server refused it",
         "no_responders": "the library sent it and no JetStream API answered its subject",
+        # The connection is new or proven by the call before: this call's bytes broke it
+        # (a name with a space makes the PUB line one the server cannot parse).
+        "connection": "the library sent it and the connection was closed",
     }.get(answer.error_type or "")
-    if who is None:  # a timeout, a lost connection: nothing says what became of the name
+    if who is None:  # a timeout, say: nothing tells what became of the name
         raise Verdict("error", f"creating {thing}: {answer.error_type}: {answer.error_message}")
     detail = f"{who} ({answer.error_message})"
     if expect_valid:
@@ -121,6 +124,7 @@ class JetStreamRun:
     url: str | None = None
     problem: str | None = None  # why no server could be started
     connected: Any = None  # the driver process the connection belongs to
+    lost: bool = False  # the last call lost the connection: the next one connects again
     token: str = ""
     cases: int = 0
 
@@ -141,14 +145,19 @@ class JetStreamRun:
         """A driver call on the connection to the server, (re)connecting a new driver first."""
         if self.problem is not None:
             raise Verdict("error", self.problem)
-        if self.connected is not self.session.driver:
+        driver = self.session.driver
+        if self.connected is not driver or self.lost:
+            if self.connected is driver:  # the library still holds the closed connection
+                self.session.call("close", drain=False)
             answer = self.session.call(
                 "connect", url=self.url, options={"timeout_ms": CONNECT_TIMEOUT_MS}
             )
             if not answer.ok:
                 raise Verdict("error", f"cannot connect to {self.url}: {answer.error_message}")
-            self.connected = self.session.driver
-        return self.session.call(cmd, timeout=CALL_TIMEOUT, **args)
+            self.connected, self.lost = driver, False
+        answer = self.session.call(cmd, timeout=CALL_TIMEOUT, **args)
+        self.lost = not answer.ok and answer.error_type == "connection"
+        return answer
 
     def delete(self, kind: str, name: str, stream: str | None) -> str:
         """Delete what was created; "" when done, otherwise why not (later cases may meet it)."""

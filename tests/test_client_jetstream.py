@@ -41,6 +41,8 @@ def error(kind: str, message: str = "nope") -> DriverReply:
         (True, error("protocol"), "fail", "the server refused it"),
         (False, error("no_responders"), "pass", "no JetStream API answered"),
         (True, error("no_responders"), "fail", "no JetStream API answered"),
+        (False, error("connection"), "pass", "the connection was closed"),
+        (True, error("connection"), "fail", "the connection was closed"),
     ],
 )
 def test_judge_create(valid: bool, answer: DriverReply, outcome: str, said: str) -> None:
@@ -48,7 +50,7 @@ def test_judge_create(valid: bool, answer: DriverReply, outcome: str, said: str)
     assert (judged.outcome, said in judged.message) == (outcome, True), judged.message
 
 
-@pytest.mark.parametrize(("kind", "outcome"), [("timeout", "error"), ("connection", "error"),
+@pytest.mark.parametrize(("kind", "outcome"), [("timeout", "error"), ("other", "error"),
                                                ("unsupported", "skip")])  # fmt: skip
 def test_judge_create_cannot_tell(kind: str, outcome: str) -> None:
     with pytest.raises(Verdict) as raised:
@@ -91,7 +93,7 @@ VALID = {"stream": "ORDERS", "consumer": "worker-1", "durable": "processor", "kv
          "object_store": "config"}  # fmt: skip
 INVALID = {"stream": "a b", "consumer": "a b", "durable": "a*", "kv": "my.bucket",
            "object_store": "my bucket"}  # fmt: skip
-NOT_CREATED = {"refused", "protocol", "no_responders"}
+NOT_CREATED = {"refused", "protocol", "no_responders", "connection"}
 # Every client library's driver (node-nats-streaming's is a NATS Streaming scenario, not one).
 SPECS = [
     f"client:{name}"
