@@ -1136,7 +1136,10 @@ static json_t *err_js(natsStatus s, jsErrCode jerr)
         return err_lib(s);
     const char *text = nats_GetLastError(NULL);
     char buf[1024];
-    snprintf(buf, sizeof buf, "%d %s", (int)jerr, text != NULL ? text : "");
+    if (jerr != 0)
+        snprintf(buf, sizeof buf, "err_code %d: %s", (int)jerr, text != NULL ? text : "");
+    else
+        snprintf(buf, sizeof buf, "%s", text != NULL ? text : natsStatus_GetText(s));
     return error_obj("protocol", jstr(buf));
 }
 
