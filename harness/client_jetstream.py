@@ -31,7 +31,7 @@ from conformance import vectors
 from conformance.judge import Judgement
 from harness.client_checks import Session, Verdict
 from harness.driver import DriverReply
-from harness.targets import ServerTarget, TargetError, open_target
+from harness.targets import RunningServer, ServerTarget, TargetError, open_target
 
 if TYPE_CHECKING:
     from harness.client_vectors import PathRun
@@ -121,7 +121,7 @@ class JetStreamRun:
 
     session: Session
     target: ServerTarget | None = None
-    url: str | None = None
+    server: RunningServer | None = None
     problem: str | None = None  # why no server could be started
     connected: Any = None  # the driver process the connection belongs to
     lost: bool = False  # the last call lost the connection: the next one connects again
@@ -132,7 +132,7 @@ class JetStreamRun:
         self.token = secrets.token_hex(4)
         try:
             self.target = open_target(SERVER)
-            self.url = self.target.server(SERVER_CONFIG).url
+            self.server = self.target.server(SERVER_CONFIG)
         except TargetError as exc:
             self.problem = f"no JetStream-enabled nats-server: {exc}"
         return self
@@ -143,17 +143,18 @@ class JetStreamRun:
 
     def call(self, cmd: str, **args: Any) -> DriverReply:
         """A driver call on the connection to the server, (re)connecting a new driver first."""
-        if self.problem is not None:
-            raise Verdict("error", self.problem)
+        if self.server is None:
+            raise Verdict("error", self.problem or "no server")
         driver = self.session.driver
         if self.connected is not driver or self.lost:
             if self.connected is driver:  # the library still holds the closed connection
                 self.session.call("close", drain=False)
             answer = self.session.call(
-                "connect", url=self.url, options={"timeout_ms": CONNECT_TIMEOUT_MS}
+                "connect", url=self.server.url, options={"timeout_ms": CONNECT_TIMEOUT_MS}
             )
             if not answer.ok:
-                raise Verdict("error", f"cannot connect to {self.url}: {answer.error_message}")
+                url = self.server.url
+                raise Verdict("error", f"cannot connect to {url}: {answer.error_message}")
             self.connected, self.lost = driver, False
         answer = self.session.call(cmd, timeout=CALL_TIMEOUT, **args)
         self.lost = not answer.ok and answer.error_type == "connection"

@@ -11,10 +11,11 @@ import pytest
 
 from conformance import vectors
 from harness import client_jetstream, clients
-from harness.client_checks import Verdict
-from harness.client_jetstream import judge_create, limit
+from harness.client_checks import Session, Verdict
+from harness.client_jetstream import JetStreamRun, judge_create, limit
 from harness.clients import LIBRARIES, ClientError, open_client
 from harness.driver import DriverReply
+from harness.jetstream_names import NameSession
 from harness.targets import RunningServer, open_target
 
 # --- judging -----------------------------------------------------------------------------------
@@ -145,3 +146,28 @@ def test_driver_creates_and_deletes(spec: str, server: RunningServer) -> None:
                     assert driver.call("connect", url=server.url, options={}).ok
         finally:
             assert driver.call("jetstream_delete", kind="stream", name=host, stream=None).ok
+
+
+# --- the path over the bundled vectors --------------------------------------------------------
+
+
+def test_the_path_deletes_what_it_created() -> None:
+    """nats-py through every bundled case the path asks: each judged without error, and the
+    server holds no stream afterwards (buckets are streams too)."""
+    cases = [
+        c
+        for c in vectors.load_all((vectors.BUNDLED_DIR,)).cases
+        if c.kind == "name.validate" and client_jetstream.applies(c) and limit(c) is None
+    ]
+    with open_client("client:nats-py") as client, JetStreamRun(Session(client)) as run:
+        judged = {case.id: run.check(case) for case in cases}
+        assert run.server is not None
+        names = NameSession.open(run.server, timeout=5)
+        try:
+            left = names.request("$JS.API.STREAM.NAMES", {}, 5).body
+        finally:
+            names.close()
+    assert {j.outcome for j in judged.values()} <= {"pass", "fail"}, judged
+    assert judged["names.stream-name.unix.valid.simple"].outcome == "pass"
+    assert "refused it locally" in judged["names.stream-name.unix.invalid.dot"].message
+    assert left is not None and not left.get("streams"), left
