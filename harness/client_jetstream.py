@@ -14,8 +14,11 @@ accepted is judged against the vector's ``expect.valid``:
 
 An invalid name is passed when the library refuses it before sending or the server refuses it
 (or no JetStream API answers the subject it made: nothing was created); a valid name passes only
-when created under that name. Everything created is deleted again: the case's stream takes its
-consumers with it. An empty consumer or durable name cannot be expressed: to these APIs it means
+when created under that name. An answer that leaves it open (a timeout) is settled by the
+server: the harness lists its streams (or the case stream's consumers) over a connection of its
+own; when it cannot, the row is an error. Everything created is deleted again (the case's
+stream takes its consumers with it), and a stream still on the server after a case is named in
+its row. An empty consumer or durable name cannot be expressed: to these APIs it means
 "no name" (the server names an ephemeral consumer), so such cases are skips, as are the Windows
 variants (the server runs on Linux). A capability the driver lacks skips without asking.
 """
@@ -31,6 +34,7 @@ from conformance import vectors
 from conformance.judge import Judgement
 from harness.client_checks import Session, Verdict
 from harness.driver import DriverReply
+from harness.jetstream_names import NameSession, SessionError
 from harness.targets import RunningServer, ServerTarget, TargetError, open_target
 
 if TYPE_CHECKING:
@@ -53,6 +57,8 @@ THINGS: dict[str, str] = {
     "kv": "key-value bucket", "object_store": "object store",
 }  # fmt: skip
 SHOWN = 40  # characters of a name a message quotes
+INSPECT_TIMEOUT = 5.0  # seconds for one request of the harness's own to the JetStream API
+API = "$JS.API"
 CALL_TIMEOUT = 15.0  # seconds for one driver call: creating an object store is several requests
 CONNECT_TIMEOUT_MS = 3000
 
@@ -83,9 +89,24 @@ def _shown(name: str) -> str:
     return f"{name[:SHOWN]!r}... ({len(name)} characters)"
 
 
-def judge_create(production: str, name: str, expect_valid: bool, answer: DriverReply) -> Judgement:
+# What an error answer says about who decided (the others leave it open: a timeout, say).
+DECIDED: dict[str, str] = {
+    "refused": "the library refused it locally",
+    "protocol": "the library sent it and the server refused it",
+    "no_responders": "the library sent it and no JetStream API answered its subject",
+    # The connection is new or proven by the call before: this call's bytes broke it (a name
+    # with a space makes the PUB line one the server cannot parse).
+    "connection": "the library sent it and the connection was closed",
+}
+
+
+def judge_create(
+    production: str, name: str, expect_valid: bool, answer: DriverReply, held: bool | None = None
+) -> Judgement:
     """The verdict on the library's answer to creating ``name`` as a ``production``: refused by
-    the library, refused by the server, or created, right when ``expect_valid`` says so."""
+    the library, refused by the server, or created, right when ``expect_valid`` says so.
+    ``held`` is whether the server holds it after an answer that leaves that open (a timeout);
+    None when unknown (then the row is an error)."""
     thing = f"{THINGS[KINDS[production]]} {_shown(name)}"
     if answer.ok:
         created = answer.result.get("created")
@@ -99,20 +120,28 @@ def judge_create(production: str, name: str, expect_valid: bool, answer: DriverR
         )
     if answer.error_type == "unsupported":
         raise Verdict("skip", f"jetstream_create unsupported: {answer.error_message}")
-    who = {
-        "refused": "the library refused it locally",
-        "protocol": "the library sent it and the server refused it",
-        "no_responders": "the library sent it and no JetStream API answered its subject",
-        # The connection is new or proven by the call before: this call's bytes broke it
-        # (a name with a space makes the PUB line one the server cannot parse).
-        "connection": "the library sent it and the connection was closed",
-    }.get(answer.error_type or "")
-    if who is None:  # a timeout, say: nothing tells what became of the name
-        raise Verdict("error", f"creating {thing}: {answer.error_type}: {answer.error_message}")
-    detail = f"{who} ({answer.error_message})"
+    ended = f"{answer.error_type}: {answer.error_message}"
+    who = DECIDED.get(answer.error_type or "")
+    if who is None and held is None:
+        raise Verdict("error", f"creating {thing}: {ended}")
+    if who is None and held:
+        valid = "a valid" if expect_valid else "an invalid"
+        return Judgement(
+            "pass" if expect_valid else "fail",
+            f"{valid} {production}: the library's call ended in {ended}, but the server holds "
+            f"{thing}",
+        )
+    detail = f"{who} ({answer.error_message})" if who else (
+        f"the library's call ended in {ended}, and the server holds no such thing"
+    )  # fmt: skip
     if expect_valid:
         return Judgement("fail", f"a valid {production}, {thing}, was not created: {detail}")
     return Judgement("pass", f"an invalid {production}, {thing}, was not created: {detail}")
+
+
+def stream_of(kind: str, name: str) -> str:
+    """The stream that holds what ``kind`` names (ADR-8, ADR-20: a bucket is a stream)."""
+    return {"kv": f"KV_{name}", "object_store": f"OBJ_{name}"}.get(kind, name)
 
 
 @dataclass
@@ -127,6 +156,7 @@ class JetStreamRun:
     lost: bool = False  # the last call lost the connection: the next one connects again
     token: str = ""
     cases: int = 0
+    inspector: NameSession | None = None  # the harness's own connection: what the server holds
 
     def __enter__(self) -> JetStreamRun:
         self.token = secrets.token_hex(4)
@@ -138,6 +168,8 @@ class JetStreamRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.inspector is not None:
+            self.inspector.close()
         if self.target is not None:
             self.target.close()
 
@@ -159,6 +191,28 @@ class JetStreamRun:
         answer = self.session.call(cmd, timeout=CALL_TIMEOUT, **args)
         self.lost = not answer.ok and answer.error_type == "connection"
         return answer
+
+    def names(self, subject: str, field: str) -> set[str] | None:
+        """The names an API listing (``$JS.API.STREAM.NAMES``, ...) gives in ``field``, asked
+        over the harness's own connection; None when it cannot tell."""
+        assert self.server is not None
+        try:
+            if self.inspector is None or not self.inspector.usable:
+                self.inspector = NameSession.open(self.server, timeout=INSPECT_TIMEOUT)
+        except SessionError:
+            return None
+        body = self.inspector.request(subject, {}, INSPECT_TIMEOUT).body
+        if body is None or "error" in body:
+            return None
+        return set(body.get(field) or [])
+
+    def holds(self, kind: str, name: str, host: str | None) -> bool | None:
+        """Whether the server holds what ``kind`` and ``name`` name; None when it cannot tell."""
+        if host is not None:
+            found = self.names(f"{API}.CONSUMER.NAMES.{host}", "consumers")
+        else:
+            found = self.names(f"{API}.STREAM.NAMES", "streams")
+        return None if found is None else stream_of(kind, name) in found
 
     def delete(self, kind: str, name: str, stream: str | None) -> str:
         """Delete what was created; "" when done, otherwise why not (later cases may meet it)."""
@@ -183,12 +237,18 @@ class JetStreamRun:
                                        f"{made.error_type}: {made.error_message}")  # fmt: skip
         subjects = [f"names.{self.token}.{self.cases}"] if kind == "stream" else None
         answer = self.call("jetstream_create", kind=kind, name=name, stream=host, subjects=subjects)
+        held = None
+        if not answer.ok and answer.error_type not in DECIDED:  # the server says what happened
+            held = self.holds(kind, name, host)
         cleanup = ""
         if host is not None:  # the case's stream takes its consumers with it
             cleanup = self.delete("stream", host, None)
-        elif answer.ok:
-            cleanup = self.delete(kind, str(answer.result.get("created")), None)
-        judged = judge_create(production, name, case.data["expect"]["valid"], answer)
+        elif answer.ok or held:
+            cleanup = self.delete(kind, str(answer.result.get("created", name)), None)
+        left = self.names(f"{API}.STREAM.NAMES", "streams")
+        if left:  # later cases would meet it
+            cleanup += f"; still on the server afterwards: streams {sorted(left)}"
+        judged = judge_create(production, name, case.data["expect"]["valid"], answer, held)
         return Judgement(judged.outcome, judged.message + cleanup)
 
 

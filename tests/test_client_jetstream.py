@@ -51,6 +51,27 @@ def test_judge_create(valid: bool, answer: DriverReply, outcome: str, said: str)
     assert (judged.outcome, said in judged.message) == (outcome, True), judged.message
 
 
+@pytest.mark.parametrize(
+    ("valid", "held", "outcome", "said"),
+    [
+        (False, False, "pass", "the server holds no such thing"),
+        (True, False, "fail", "the server holds no such thing"),
+        (False, True, "fail", "but the server holds stream 'ORDERS'"),
+        (True, True, "pass", "but the server holds stream 'ORDERS'"),
+    ],
+)
+def test_judge_create_settled_by_the_server(
+    valid: bool, held: bool, outcome: str, said: str
+) -> None:
+    judged = judge_create("stream-name", "ORDERS", valid, error("timeout"), held)
+    assert (judged.outcome, said in judged.message) == (outcome, True), judged.message
+
+
+def test_the_server_does_not_overrule_a_decided_answer() -> None:
+    judged = judge_create("stream-name", "a.b", False, error("refused"), True)
+    assert judged.outcome == "pass" and "refused it locally" in judged.message
+
+
 @pytest.mark.parametrize(("kind", "outcome"), [("timeout", "error"), ("other", "error"),
                                                ("unsupported", "skip")])  # fmt: skip
 def test_judge_create_cannot_tell(kind: str, outcome: str) -> None:
