@@ -217,6 +217,8 @@ class JetStreamRun:
     def delete(self, kind: str, name: str, stream: str | None) -> str:
         """Delete what was created; "" when done, otherwise why not (later cases may meet it)."""
         answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
+        if self.lost:  # the create left a closed connection (reported as a timeout, say)
+            answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
         if answer.ok:
             return ""
         return f"; could not delete {THINGS[kind]} {_shown(name)}: {answer.error_message}"
