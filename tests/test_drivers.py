@@ -989,6 +989,8 @@ def test_schema_is_valid_and_names_every_command() -> None:
             "validate_subject",
             "validate_name",
             "headers_op",
+            "jetstream_create",
+            "jetstream_delete",
             "exit",
         ]
     )

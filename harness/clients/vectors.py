@@ -26,12 +26,13 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from conformance import headers, judge, protocol, vectors
 from conformance.judge import Judgement, Malformed, Rejected
+from harness.clients import jetstream as client_jetstream
 from harness.clients import scripts as client_scripts
 from harness.clients.checks import (
     HEADER_BLOCK,
@@ -52,6 +53,7 @@ from harness.clients.fake_server import encode as encode_op
 if TYPE_CHECKING:
     from harness.clients.targets import ClientTarget
 
+T = TypeVar("T")
 # Driver error types that mean "the library refused this input" (protocol 1 says `invalid`,
 # protocol 2 `refused` for a refusal before anything was sent).
 REFUSALS = frozenset({"refused", "invalid", "protocol", "other"})
@@ -94,11 +96,19 @@ class PathRun:
         self.s = s
         self._stack = stack
         self._links: dict[str, Link] = {}
+        self._resources: dict[str, object] = {}
 
     def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
         if name not in self._links:
             self._links[name] = self._stack.enter_context(Link(self.s, subject, **server_args))
         return self._links[name]
+
+    def resource(self, name: str, make: Callable[[], AbstractContextManager[T]]) -> T:
+        """What ``make`` opens, entered on first use and shared by the path's cases (a server),
+        exited when the path is done."""
+        if name not in self._resources:
+            self._resources[name] = self._stack.enter_context(make())
+        return cast(T, self._resources[name])
 
     def call(self, cmd: str, **args: Any) -> DriverReply:
         """A driver call whose ``unsupported`` answer skips the case (drivers also answer it for
@@ -544,6 +554,9 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     "name.validate": (
         ClientPath("validate", "validate_name", "The library's name validation", _validate_name,
                    limit=_name_validate_limit),
+        ClientPath(client_jetstream.SUFFIX, None,
+                   "Created through the library's JetStream, key-value or object store API",
+                   client_jetstream.run, client_jetstream.applies, client_jetstream.limit),
     ),
 }  # fmt: skip
 NOT_REACHED = "client"  # the row suffix of a case no path reaches

@@ -31,7 +31,9 @@ install_if_changed() {
 
 work="$out_dir/crate"
 mkdir -p "$work/src"
-install_if_changed "$source_dir/src/main.rs" "$work/src/main.rs"
+for source in "$source_dir"/src/*.rs; do
+    install_if_changed "$source" "$work/src/${source##*/}"
+done
 sed -E "s/^(async-nats = \\{ version = \")=[^\"]+\"/\\1=$version\"/" \
     "$source_dir/Cargo.toml" >"$work/Cargo.toml.new"
 grep -q "^async-nats = { version = \"=$version\"" "$work/Cargo.toml.new" || {

@@ -37,10 +37,12 @@ import nats
 import nats.aio.client
 import nats.errors
 import nats.js.api
+import nats.js.errors
 from nats.aio.client import Client
 
 PROTOCOL = "nats-conformance-driver/2"
 MAX_LINE = 64 << 20  # bytes in one request line
+JS_TIMEOUT = 5.0  # seconds nats-py waits for a JetStream API answer
 STATUS = nats.js.api.Header.STATUS.value  # nats-py's names for a status line's parts
 DESCRIPTION = nats.js.api.Header.DESCRIPTION.value
 
@@ -258,6 +260,8 @@ class Driver:
             "encode_headers": self.encode_headers,
             "validate_subject": self.validate_subject,
             "validate_name": self.validate_name,
+            "jetstream_create": self.jetstream_create,
+            "jetstream_delete": self.jetstream_delete,
             "exit": self.exit,
         }
 
@@ -469,6 +473,49 @@ class Driver:
             raise Unsupported(f"nats-py does not validate {production!r}")
         return {"valid": bool(check(name))}
 
+    async def jetstream_create(self, request: dict[str, Any]) -> dict[str, Any]:
+        kind, name = arg(request, "kind", str), arg(request, "name", str)
+        js = self.connection().jetstream(timeout=JS_TIMEOUT)
+        try:
+            if kind == "stream":
+                subjects = arg(request, "subjects", list)
+                info = await js.add_stream(name=name, subjects=subjects)
+                return {"created": info.config.name}
+            if kind in ("consumer", "durable"):
+                field = "name" if kind == "consumer" else "durable_name"
+                config = nats.js.api.ConsumerConfig(**{field: name})
+                consumer = await js.add_consumer(arg(request, "stream", str), config)
+                return {"created": consumer.name}
+            if kind == "kv":
+                return {"created": (await (await js.create_key_value(bucket=name)).status()).bucket}
+            if kind == "object_store":
+                store = await js.create_object_store(bucket=name)
+                return {"created": (await store.status()).bucket}
+        except nats.js.errors.APIError as exc:
+            raise js_api_failure(exc) from None
+        except nats.js.errors.InvalidBucketNameError as exc:  # checked before any request
+            raise Failed("refused", f"{type(exc).__name__}: {error_text(exc)}") from None
+        raise Invalid(f"unknown kind {kind!r}")
+
+    async def jetstream_delete(self, request: dict[str, Any]) -> dict[str, Any]:
+        kind, name = arg(request, "kind", str), arg(request, "name", str)
+        js = self.connection().jetstream(timeout=JS_TIMEOUT)
+        deletes = {
+            "stream": js.delete_stream,
+            "kv": js.delete_key_value,
+            "object_store": js.delete_object_store,
+        }
+        try:
+            if kind in ("consumer", "durable"):
+                await js.delete_consumer(arg(request, "stream", str), name)
+            elif kind in deletes:
+                await deletes[kind](name)
+            else:
+                raise Invalid(f"unknown kind {kind!r}")
+        except nats.js.errors.APIError as exc:
+            raise js_api_failure(exc) from None
+        return {}
+
     async def exit(self, request: dict[str, Any]) -> dict[str, Any]:
         self.exiting = True
         return {}
@@ -480,6 +527,11 @@ class Driver:
 
     async def on_closed(self) -> None:
         emit({"event": "closed"})
+
+
+def js_api_failure(exc: nats.js.errors.APIError) -> Failed:
+    """The server's JetStream API error, as the protocol's `protocol` error."""
+    return Failed("protocol", f"{exc.code} {exc.err_code} {exc.description}")
 
 
 def failure(request_id: int | None, kind: str, message: str) -> dict[str, Any]:

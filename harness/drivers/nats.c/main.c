@@ -1118,6 +1118,150 @@ static json_t *cmd_validate_name(json_t *req, json_t **err)
     return NULL;
 }
 
+/* ------------------------------------------------------------------ */
+/* JetStream: jetstream_create and jetstream_delete                    */
+/* ------------------------------------------------------------------ */
+
+#define JS_MAX_SUBJECTS 16
+#define JS_WAIT_MS 5000
+
+/* A failed JetStream call: a server API error (jerr, the server's
+ * err_code; js_CreateKeyValue gives none and returns NATS_ERR with the
+ * server's description) is `protocol`, with the library's text of it
+ * (libnats keeps no HTTP-like code); otherwise the status's type
+ * (NATS_INVALID_ARG: the library's own check, before sending: `refused`). */
+static json_t *err_js(natsStatus s, jsErrCode jerr)
+{
+    if (jerr == 0 && s != NATS_ERR)
+        return err_lib(s);
+    const char *text = nats_GetLastError(NULL);
+    char buf[1024];
+    if (jerr != 0)
+        snprintf(buf, sizeof buf, "err_code %d: %s", (int)jerr, text != NULL ? text : "");
+    else
+        snprintf(buf, sizeof buf, "%s", text != NULL ? text : natsStatus_GetText(s));
+    return error_obj("protocol", jstr(buf));
+}
+
+/* The request's kind, name and stream, and a JetStream context on the
+ * connection; NULL, or the error. */
+static json_t *js_args(json_t *req, const char **kind, const char **name, const char **stream,
+                       jsCtx **js)
+{
+    json_t *e;
+    if ((e = arg_str(req, "kind", false, kind)) || (e = arg_str(req, "name", false, name)) ||
+        (e = arg_str(req, "stream", true, stream)) || (e = need_conn()))
+        return e;
+    jsOptions o;
+    jsOptions_Init(&o);
+    o.Wait = JS_WAIT_MS;
+    natsStatus s = natsConnection_JetStream(js, nc, &o);
+    return s == NATS_OK ? NULL : err_lib(s);
+}
+
+static json_t *js_create(jsCtx *js, json_t *req, const char *kind, const char *name,
+                         const char *stream, json_t **err)
+{
+    natsStatus s;
+    jsErrCode jerr = 0;
+    json_t *created = NULL;
+    if (strcmp(kind, "stream") == 0) {
+        const char *subjects[JS_MAX_SUBJECTS];
+        json_t *list = json_object_get(req, "subjects");
+        size_t n = json_is_array(list) ? json_array_size(list) : 0;
+        if (n > JS_MAX_SUBJECTS) {
+            *err = err_drv("invalid", "at most %d subjects", JS_MAX_SUBJECTS);
+            return NULL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            subjects[i] = json_string_value(json_array_get(list, i));
+            if (subjects[i] == NULL) {
+                *err = err_drv("invalid", "subjects are strings");
+                return NULL;
+            }
+        }
+        jsStreamConfig cfg;
+        jsStreamInfo *si = NULL;
+        jsStreamConfig_Init(&cfg);
+        cfg.Name = name;
+        cfg.Subjects = subjects;
+        cfg.SubjectsLen = (int)n;
+        s = js_AddStream(&si, js, &cfg, NULL, &jerr);
+        if (s == NATS_OK)
+            created = jstr(si->Config->Name);
+        jsStreamInfo_Destroy(si);
+    } else if (strcmp(kind, "consumer") == 0 || strcmp(kind, "durable") == 0) {
+        jsConsumerConfig cfg;
+        jsConsumerInfo *ci = NULL;
+        jsConsumerConfig_Init(&cfg);
+        cfg.AckPolicy = js_AckExplicit;
+        if (strcmp(kind, "consumer") == 0)
+            cfg.Name = name;
+        else
+            cfg.Durable = name;
+        s = js_AddConsumer(&ci, js, stream, &cfg, NULL, &jerr);
+        if (s == NATS_OK)
+            created = jstr(ci->Name);
+        jsConsumerInfo_Destroy(ci);
+    } else if (strcmp(kind, "kv") == 0) {
+        kvConfig cfg;
+        kvStore *kv = NULL;
+        kvConfig_Init(&cfg);
+        cfg.Bucket = name;
+        s = js_CreateKeyValue(&kv, js, &cfg);
+        if (s == NATS_OK)
+            created = jstr(kvStore_Bucket(kv));
+        kvStore_Destroy(kv);
+    } else {
+        *err = err_drv(strcmp(kind, "object_store") == 0 ? "unsupported" : "invalid",
+                       "libnats has no '%s' API", kind);
+        return NULL;
+    }
+    if (s != NATS_OK) {
+        *err = err_js(s, jerr);
+        return NULL;
+    }
+    return json_pack("{s:o}", "created", created);
+}
+
+static json_t *cmd_jetstream_create(json_t *req, json_t **err)
+{
+    const char *kind, *name, *stream;
+    jsCtx *js = NULL;
+    if ((*err = js_args(req, &kind, &name, &stream, &js)))
+        return NULL;
+    json_t *result = js_create(js, req, kind, name, stream, err);
+    jsCtx_Destroy(js);
+    return result;
+}
+
+static json_t *cmd_jetstream_delete(json_t *req, json_t **err)
+{
+    const char *kind, *name, *stream;
+    jsCtx *js = NULL;
+    if ((*err = js_args(req, &kind, &name, &stream, &js)))
+        return NULL;
+    natsStatus s;
+    jsErrCode jerr = 0;
+    if (strcmp(kind, "stream") == 0)
+        s = js_DeleteStream(js, name, NULL, &jerr);
+    else if (strcmp(kind, "consumer") == 0 || strcmp(kind, "durable") == 0)
+        s = js_DeleteConsumer(js, stream, name, NULL, &jerr);
+    else if (strcmp(kind, "kv") == 0)
+        s = js_DeleteKeyValue(js, name);
+    else {
+        jsCtx_Destroy(js);
+        *err = err_drv("unsupported", "libnats has no '%s' API", kind);
+        return NULL;
+    }
+    jsCtx_Destroy(js);
+    if (s != NATS_OK) {
+        *err = err_js(s, jerr);
+        return NULL;
+    }
+    return json_object();
+}
+
 static void finish(void)
 {
     pthread_mutex_lock(&out_mu);
@@ -1143,6 +1287,8 @@ static const struct {
     {"headers_op", cmd_headers_op},
     {"validate_subject", cmd_validate_subject},
     {"validate_name", cmd_validate_name},
+    {"jetstream_create", cmd_jetstream_create},
+    {"jetstream_delete", cmd_jetstream_delete},
 };
 
 static void respond(json_t *id, json_t *result, json_t *err)

@@ -143,6 +143,10 @@ type request struct {
 	Op         string          `json:"op"`
 	Key        string          `json:"key"`
 	Value      *string         `json:"value"`
+	Kind       string          `json:"kind"`
+	Name       string          `json:"name"`
+	Stream     *string         `json:"stream"`
+	Subjects   []string        `json:"subjects"`
 }
 
 // connection is one nats.Conn and what the driver knows about it.
@@ -247,6 +251,10 @@ func (d *driver) dispatch(req *request) (result map[string]any, err error) {
 		return encodeHeaders(req)
 	case "headers_op":
 		return headersOp(req)
+	case "jetstream_create":
+		return d.jetStreamCreate(req)
+	case "jetstream_delete":
+		return d.jetStreamDelete(req)
 	case "validate_subject":
 		return nil, fail("unsupported", "nats.go exposes no subject validation (its checks are private to Publish and Subscribe)")
 	case "validate_name":

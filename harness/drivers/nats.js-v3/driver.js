@@ -6,6 +6,11 @@
 const path = require("node:path");
 const nats = require("@nats-io/transport-node");
 const { runDriver } = require("./driver-core");
+const jetstream = require("@nats-io/jetstream");
+const { Kvm } = require("@nats-io/kv");
+const { Objm } = require("@nats-io/obj");
+
+const JS_TIMEOUT_MS = 5000; // how long a JetStream API request may take
 
 // A module of a package by file name: the v3 packages' "exports" maps hide the modules the
 // name checks are in, so they are loaded by path, next to the package's main module.
@@ -55,6 +60,16 @@ runDriver({
   match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
   // From the line's sibling packages the driver loads: @nats-io/jetstream, kv and obj.
   capabilities: ["jetstream", "kv", "object_store"],
+  // jetstream_create/delete: jetstreamManager, Kvm and Objm; the server's API error is a
+  // JetStreamApiError.
+  jetstream: {
+    manager: (nc) => jetstream.jetstreamManager(nc, { timeout: JS_TIMEOUT_MS }),
+    kv: (nc, name) => new Kvm(nc, { timeout: JS_TIMEOUT_MS }).create(name),
+    openKv: (nc, name) => new Kvm(nc, { timeout: JS_TIMEOUT_MS }).open(name),
+    os: (nc, name) => new Objm(nc, { timeout: JS_TIMEOUT_MS }).create(name),
+    openOs: (nc, name) => new Objm(nc, { timeout: JS_TIMEOUT_MS }).open(name),
+    apiError: (err) => (err instanceof jetstream.JetStreamApiError ? err.apiError() : null),
+  },
   // The checks the library applies before it talks to the server.
   names: {
     "stream-name": jsutil.validateStreamName,

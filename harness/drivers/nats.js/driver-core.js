@@ -354,8 +354,82 @@ function runDriver(lib) {
       return { valid: true };
     },
 
+    // lib.jetstream: manager(nc) (a JetStreamManager), kv(nc, name) / os(nc, name) create a
+    // bucket, openKv / openOs bind to one, apiError(err) is the server's API error or null.
+    async jetstream_create(req) {
+      const kind = arg(req, "kind", "string");
+      const name = arg(req, "name", "string");
+      return jetstreamCall(async () => {
+        const js = lib.jetstream;
+        switch (kind) {
+          case "stream": {
+            const subjects = Array.isArray(req.subjects) ? req.subjects : undefined;
+            const info = await (await js.manager(connection())).streams.add({ name, subjects });
+            return { created: info.config.name };
+          }
+          case "consumer":
+          case "durable": {
+            const field = kind === "consumer" ? "name" : "durable_name";
+            const jsm = await js.manager(connection());
+            const config = { [field]: name, ack_policy: "explicit" };
+            return { created: (await jsm.consumers.add(arg(req, "stream", "string"), config)).name };
+          }
+          case "kv":
+            return { created: (await (await js.kv(connection(), name)).status()).bucket };
+          case "object_store":
+            return { created: (await (await js.os(connection(), name)).status()).bucket };
+          default:
+            throw new DriverError("invalid", `unknown kind '${kind}'`);
+        }
+      });
+    },
+
+    async jetstream_delete(req) {
+      const kind = arg(req, "kind", "string");
+      const name = arg(req, "name", "string");
+      return jetstreamCall(async () => {
+        const js = lib.jetstream;
+        switch (kind) {
+          case "stream":
+            await (await js.manager(connection())).streams.delete(name);
+            break;
+          case "consumer":
+          case "durable":
+            await (await js.manager(connection())).consumers.delete(arg(req, "stream", "string"), name);
+            break;
+          case "kv":
+            await (await js.openKv(connection(), name)).destroy();
+            break;
+          case "object_store":
+            await (await js.openOs(connection(), name)).destroy();
+            break;
+          default:
+            throw new DriverError("invalid", `unknown kind '${kind}'`);
+        }
+        return {};
+      });
+    },
+
     exit: () => ({}),
   };
+
+  // A JetStream call, its errors typed: the server's API error is `protocol` ("<code> <err_code>
+  // <description>"); an error the library's classes name keeps its type; any other is one of
+  // the library's checks before sending (both lines throw a plain Error for a bad name): `refused`.
+  async function jetstreamCall(call) {
+    try {
+      return await call();
+    } catch (err) {
+      const api = err instanceof DriverError ? null : lib.jetstream.apiError(err);
+      if (api) {
+        throw new DriverError("protocol", `${api.code} ${api.err_code} ${api.description}`);
+      }
+      if (err instanceof DriverError || classify(err) !== "other") {
+        throw err;
+      }
+      throw new DriverError("refused", String(err && err.message));
+    }
+  }
 
   function failure(id, type, message) {
     return { response: { id, ok: false, error: { type, message } }, exit: false };

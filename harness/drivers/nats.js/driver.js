@@ -6,6 +6,8 @@ const jsutil = require("nats/lib/jetstream/jsutil");
 const kv = require("nats/lib/jetstream/kv");
 const { runDriver } = require("./driver-core");
 
+const JS_TIMEOUT_MS = 5000; // how long a JetStream API request may take
+
 // NatsError codes (nats.ErrorCode) by protocol error type: the ones the library raises in its
 // own checks, before writing anything, are `refused`.
 const KIND_BY_CODE = new Map(Object.entries({
@@ -56,6 +58,16 @@ runDriver({
   match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
   // nc.jetstream(), and its views js.views.kv and js.views.os.
   capabilities: ["jetstream", "kv", "object_store"],
+  // jetstream_create/delete: nc.jetstreamManager(), and the views, which create a bucket unless
+  // bindOnly; the server's API error is the NatsError's api_error.
+  jetstream: {
+    manager: (nc) => nc.jetstreamManager({ timeout: JS_TIMEOUT_MS }),
+    kv: (nc, name) => nc.jetstream({ timeout: JS_TIMEOUT_MS }).views.kv(name),
+    openKv: (nc, name) => nc.jetstream({ timeout: JS_TIMEOUT_MS }).views.kv(name, { bindOnly: true }),
+    os: (nc, name) => nc.jetstream({ timeout: JS_TIMEOUT_MS }).views.os(name),
+    openOs: (nc, name) => nc.jetstream({ timeout: JS_TIMEOUT_MS }).views.os(name, { bindOnly: true }),
+    apiError: (err) => (err instanceof nats.NatsError && err.api_error) || null,
+  },
   // The checks the library applies before it talks to the server.
   names: {
     "stream-name": jsutil.validateStreamName,

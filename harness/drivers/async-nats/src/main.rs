@@ -15,6 +15,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod jetstream;
+
 use async_nats::client::FlushErrorKind;
 use async_nats::{
     Auth, AuthError, Client, ClientError, ConnectErrorKind, ConnectOptions, Event, HeaderMap,
@@ -31,11 +33,11 @@ use tokio::task::JoinHandle;
 
 const PROTOCOL: &str = "nats-conformance-driver/2";
 /// What async-nats supports through this driver. Not verbose or pedantic (CONNECT hard-codes
-/// them false); not jetstream, kv or object_store (the crate is built without those features,
-/// see Cargo.toml); not flush_roundtrip: Client::flush resolves once the connection task has
+/// them false); jetstream, kv and object_store through its jetstream Context (the crate features
+/// of those names, see Cargo.toml, and jetstream.rs); not flush_roundtrip: Client::flush resolves once the connection task has
 /// flushed its write buffer to the socket, with no PING/PONG. validate_subject answers for the
 /// subscribe use only (Subject::validated); decode/encode_headers are unreachable.
-const CAPABILITIES: [&str; 11] = [
+const CAPABILITIES: [&str; 14] = [
     "headers",
     "no_responders",
     "queue_groups",
@@ -47,6 +49,9 @@ const CAPABILITIES: [&str; 11] = [
     "token",
     "validate_subject",
     "headers_op",
+    "jetstream",
+    "kv",
+    "object_store",
 ];
 const LIBRARY: &str = "async-nats";
 // Set by build.sh from Cargo.lock and `rustc --version`; the crate keeps its own VERSION private.
@@ -398,8 +403,10 @@ impl Driver {
             "validate_name" => Err(fail(
                 "unsupported",
                 "async-nats exposes no name validation (its JetStream/KV/object-store checks are \
-                 crate-private, and those features are not built)",
+                 crate-private)",
             )),
+            "jetstream_create" => jetstream::create(self.client()?, req).await,
+            "jetstream_delete" => jetstream::delete(self.client()?, req).await,
             "exit" => Ok(json!({})),
             other => Err(fail("unsupported", format!("unknown command `{other}`"))),
         }

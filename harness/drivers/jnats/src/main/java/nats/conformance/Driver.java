@@ -11,6 +11,7 @@ import io.nats.client.Connection;
 import io.nats.client.ConnectionListener;
 import io.nats.client.Dispatcher;
 import io.nats.client.ErrorListener;
+import io.nats.client.JetStreamApiException;
 import io.nats.client.JetStreamStatusException;
 import io.nats.client.Message;
 import io.nats.client.Nats;
@@ -217,6 +218,8 @@ public final class Driver implements ErrorListener, ConnectionListener {
                 Validation.SUBJECT_USES, "use", string(request, "use"), string(request, "subject"));
             case "validate_name" -> validate(
                 Validation.PRODUCTIONS, "production", string(request, "production"), string(request, "name"));
+            case "jetstream_create" -> jetStream(request, true);
+            case "jetstream_delete" -> jetStream(request, false);
             case "exit" -> exit();
             default -> throw new Failure("unsupported", "unknown command: " + cmd);
         };
@@ -393,6 +396,32 @@ public final class Driver implements ErrorListener, ConnectionListener {
             throw new Failure("other", text(e));
         }
         return NODES.objectNode();
+    }
+
+    /** jetstream_create ({@code create}) or jetstream_delete, through JetStreamNames. */
+    private ObjectNode jetStream(JsonNode request, boolean create) throws Failure {
+        String kind = string(request, "kind");
+        String name = string(request, "name");
+        String stream = optionalString(request, "stream");
+        if (!JetStreamNames.KINDS.contains(kind)) {
+            throw new Failure("invalid", "unknown kind " + kind);
+        }
+        ObjectNode result = NODES.objectNode();
+        try {
+            if (create) {
+                List<String> subjects = new java.util.ArrayList<>();
+                request.path("subjects").forEach(subject -> subjects.add(subject.asText()));
+                result.put("created", JetStreamNames.create(connected(), kind, name, stream, subjects));
+            } else {
+                JetStreamNames.delete(connected(), kind, name, stream);
+            }
+        } catch (JetStreamApiException e) {
+            throw new Failure("protocol",
+                e.getErrorCode() + " " + e.getApiErrorCode() + " " + e.getErrorDescription());
+        } catch (IOException | RuntimeException e) {
+            throw new Failure(classify(e), text(e));
+        }
+        return result;
     }
 
     private static ObjectNode decodeHeaders(JsonNode request) throws Failure {
