@@ -238,32 +238,34 @@ def _repeats(value: Any, parts: tuple[Any, ...]) -> Iterator[tuple[str, Any]]:
 
 
 def load_path(path: Path) -> LoadResult:
-    """Read, parse and load one file; every limit is checked before the next step needs it."""
-    problem = Problem(str(path), None, None, "")
+    """Read, parse and load one file; every limit is checked before the step it protects."""
     try:
         with path.open("rb") as stream:
             data = stream.read(MAX_FILE_SIZE + 1)  # bounded: the path may be a device or a pipe
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return LoadResult(problems=[_with(problem, f"cannot read: {exc}")])
+    except OSError as exc:
+        return _file_problem(path, f"cannot read: {exc}")
     if len(data) > MAX_FILE_SIZE:
-        limit = size_text(MAX_FILE_SIZE)
-        return LoadResult(problems=[_with(problem, f"file is over the {limit} limit")])
+        return _file_problem(path, f"file is over the {size_text(MAX_FILE_SIZE)} limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _file_problem(path, f"cannot read: {exc}")
     if (depth := json_depth(text)) > MAX_JSON_DEPTH:
-        message = f"JSON nested {depth} deep, over the {MAX_JSON_DEPTH} limit"
-        return LoadResult(problems=[_with(problem, message)])
+        return _file_problem(path, f"JSON nested {depth} deep, over the {MAX_JSON_DEPTH} limit")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        message = f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        return LoadResult(problems=[_with(problem, message)])
+        return _file_problem(
+            path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        )
     except ValueError as exc:  # an integer too long to convert
-        return LoadResult(problems=[_with(problem, f"invalid JSON: {exc}")])
+        return _file_problem(path, f"invalid JSON: {exc}")
     return load_document(doc, str(path))
 
 
-def _with(problem: Problem, message: str) -> Problem:
-    return Problem(problem.file, problem.case, problem.field, message)
+def _file_problem(path: Path, message: str) -> LoadResult:
+    """A file that yields no cases, for a reason of the whole file."""
+    return LoadResult(problems=[Problem(str(path), None, None, message)])
 
 
 # A JSON string; an unterminated one runs to the end of the text, so the scan stays linear.
