@@ -271,3 +271,14 @@ def test_scanned_depth_is_the_parsed_depth(
     """Brackets, quotes and backslashes inside strings never count, however it is written."""
     text = json.dumps(value, ensure_ascii=ascii_only, indent=indent)
     assert vectors.json_depth(text) == _depth(value)
+
+
+def test_info_padding_is_bounded_like_bytes() -> None:
+    """A client script's INFO padding is allocated by the fake server: the schema bounds it."""
+    loaded = vectors.load_all([vectors.BUNDLED_DIR])
+    padded = next(c for c in loaded.cases if "info_size" in c.data["input"].get("server", {}))
+    case = copy.deepcopy(padded.data)
+    case["input"]["server"]["info_size"] = 1 << 40
+    [problem] = vectors.load_document(json.loads(_doc(case)), "x.json").problems
+    assert (problem.case, problem.field) == (padded.id, "input.server.info_size")
+    assert "is greater than the maximum of 67108864" in problem.message
