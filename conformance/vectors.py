@@ -8,9 +8,11 @@ file, the case id and the field, so a vector author can find it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +52,18 @@ from conformance.vector_values import (
 from conformance.vector_values import (
     excerpt as excerpt,
 )
+from conformance.vector_values import expanded_size, over_limit, size_text
 from conformance.vector_values import (
     op_pattern as op_pattern,
 )
 
 FORMAT = "nats-conformance-vectors/3"
+# A vector file is untrusted input: each limit is checked before anything is parsed, recursed
+# into or expanded, so a hostile file costs one problem, not the run. Generous for the bundled
+# files (180 kB, nested 11 deep at most).
+MAX_FILE_SIZE = 16 * 1024 * 1024
+# Below what the schema validator's recursion survives (a bytes array nested 100 deep passes).
+MAX_JSON_DEPTH = 64
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
 
@@ -180,7 +189,8 @@ def validate_document(doc: Any, file: str) -> list[Problem]:
 
 
 def load_document(doc: Any, file: str) -> LoadResult:
-    """Schema-check one parsed file; return its valid cases and a problem for each invalid one.
+    """Schema-check one parsed file; return its valid cases and a problem for each invalid one
+    (a case whose repeats expand over ``MAX_BYTES`` is invalid).
 
     A broken case loses only itself; a file whose own structure is broken yields no cases.
     """
@@ -189,29 +199,88 @@ def load_document(doc: Any, file: str) -> LoadResult:
     if any(index is None for index, _ in found):
         return LoadResult(problems=problems)
     bad = {index for index, _ in found}
-    cases = [Case(file, doc["group"], c) for i, c in enumerate(doc["cases"]) if i not in bad]
+    cases = []
+    for i, data in enumerate(doc["cases"]):
+        if i in bad:
+            continue
+        if (problem := _bytes_problem(data, file)) is not None:
+            problems.append(problem)
+            continue
+        cases.append(Case(file, doc["group"], data))
     return LoadResult(cases=cases, problems=problems)
 
 
-def load_path(path: Path) -> LoadResult:
+def _bytes_problem(data: dict[str, Any], file: str) -> Problem | None:
+    """The first repeat of a case that expands, alone or with the case's earlier ones, over
+    ``MAX_BYTES``: measured, never expanded."""
+    total = 0
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return LoadResult(problems=[Problem(str(path), None, None, f"cannot read: {exc}")])
+        for path, value in _repeats(data, ()):
+            size = expanded_size(value, path)
+            total += size
+            over_limit(size, path, total)
+    except BytesError as exc:
+        return Problem(file, data["id"], exc.path, str(exc))
+    return None
+
+
+def _repeats(value: Any, parts: tuple[Any, ...]) -> Iterator[tuple[str, Any]]:
+    """The outermost ``repeat`` values in a case's JSON, with their paths (only repeats can
+    expand beyond the file that holds them)."""
+    if isinstance(value, dict) and "repeat" in value and "base64" not in value:
+        yield _json_path(parts), value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _repeats(item, (*parts, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _repeats(item, (*parts, index))
+
+
+def load_path(path: Path) -> LoadResult:
+    """Read, parse and load one file; every limit is checked before the step it protects."""
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_FILE_SIZE + 1)  # bounded: the path may be a device or a pipe
+    except OSError as exc:
+        return _file_problem(path, f"cannot read: {exc}")
+    if len(data) > MAX_FILE_SIZE:
+        return _file_problem(path, f"file is over the {size_text(MAX_FILE_SIZE)} limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _file_problem(path, f"cannot read: {exc}")
+    if (depth := json_depth(text)) > MAX_JSON_DEPTH:
+        return _file_problem(path, f"JSON nested {depth} deep, over the {MAX_JSON_DEPTH} limit")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        return LoadResult(
-            problems=[
-                Problem(
-                    str(path),
-                    None,
-                    None,
-                    f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-                )
-            ]
+        return _file_problem(
+            path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         )
+    except ValueError as exc:  # an integer too long to convert
+        return _file_problem(path, f"invalid JSON: {exc}")
     return load_document(doc, str(path))
+
+
+def _file_problem(path: Path, message: str) -> LoadResult:
+    """A file that yields no cases, for a reason of the whole file."""
+    return LoadResult(problems=[Problem(str(path), None, None, message)])
+
+
+# A JSON string; an unterminated one runs to the end of the text, so the scan stays linear.
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [{ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}.get(b, 0) for b in range(256)]
+
+
+def json_depth(text: str) -> int:
+    """How deep arrays and objects nest in JSON text, found without parsing it (a parser
+    recursing into hostile nesting would hit the recursion limit). Text that is not JSON gets
+    a number too; the parser says what is wrong with it."""
+    outside = _STRING.sub("", text).encode("utf-8", "ignore")
+    brackets = outside.translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets), initial=0))
 
 
 def vector_files(paths: Iterable[Path]) -> Iterator[Path]:
