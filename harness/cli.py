@@ -226,14 +226,14 @@ def _write_report(
     fail_on_regression: bool = False,
 ) -> int:
     """Build the report; 0 when fine, 1 for invalid rows (or regressions, when they fail), 3 when
-    no report could be written (no Spark, unreadable input)."""
-    from reports import ingest, pipeline
-    from reports.spark import SparkUnavailable
+    no report could be written (no Spark, unreadable input, unwritable output or history, any
+    failure of the job): the results files are never changed, so the report can be run again."""
+    from reports import pipeline
 
     try:
         report, problems = pipeline.build(paths, out, store=history, master=master)
-    except (SparkUnavailable, ingest.ResultsInputError) as exc:
-        print(f"nats-conformance: no report: {exc}", file=sys.stderr)
+    except Exception as exc:  # every failure of the job means the same: no report, exit 3
+        print(f"nats-conformance: no report: {failure_reason(exc)}", file=sys.stderr)
         return 3
     for problem in problems:
         print(f"invalid row: {problem}", file=sys.stderr)
@@ -241,6 +241,15 @@ def _write_report(
     print(f"report: {out / 'index.html'}")
     regressed = sum(t.regressions_total for t in report.targets)
     return 1 if problems or (fail_on_regression and regressed) else 0
+
+
+def failure_reason(exc: BaseException, limit: int = 500) -> str:
+    """One line saying why ``exc`` happened. A Java error reaches Python as a message holding a
+    stack trace (Py4J puts the Java exception on a line of its own, after ": "): keep that line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    java = [line.removeprefix(": ") for line in lines if line.startswith(": ")]
+    reason = (java or lines or [type(exc).__name__])[0]
+    return reason if len(reason) <= limit else reason[:limit] + "..."
 
 
 class ClientStartError(Exception):

@@ -69,16 +69,17 @@ def _run_order(run: Run) -> tuple[str, str]:
     return (run.started, run.run_id)
 
 
-Dates = dict[tuple[str, str], list[str]]  # (target, run id) -> the run dates it has rows on
+# (target, run id) -> the partitions (run date, target directory) it has rows in
+Dates = dict[tuple[str, str], list[tuple[str, str]]]
 
 
 def _runs(history: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
-    """Every run per target, oldest first, and the partitions (run dates) each run is in."""
+    """Every run per target, oldest first, and the partitions each run is in."""
     from pyspark.sql import functions as F
 
     # Text goes in the grouping keys, not in aggregates: Spark's hash aggregation takes only
     # fixed-width results, and a text one makes it sort every row of the history instead.
-    keys = ("target", "run_id", "target_version", "target_kind", "run_date")
+    keys = ("target", "run_id", "target_version", "target_kind", "run_date", "target_dir")
     found = (
         history.groupBy(*keys)
         .agg(F.min("ts").alias("started"), F.count(F.lit(1)).alias("rows"))
@@ -93,7 +94,7 @@ def _runs(history: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
         if seen is None or started < seen.started:
             seen = Run(r.target, r.run_id, started, r.target_version, r.target_kind, 0)
         merged[key] = replace(seen, rows=seen.rows + r.rows)
-        dates[key].append(r.run_date)
+        dates[key].append((r.run_date, r.target_dir))
     runs: dict[str, list[Run]] = defaultdict(list)
     for run in sorted(merged.values(), key=_run_order):
         runs[run.target].append(run)
@@ -105,9 +106,10 @@ def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Da
     from pyspark.sql import functions as F
 
     keys = [(r.target, r.run_id) for r in runs]
+    partitions = {p for key in keys for p in dates[key]}
     pruned = history.where(
-        F.col("run_date").isin(sorted({d for key in keys for d in dates[key]}))
-        & F.col("target").isin(sorted({target for target, _ in keys}))
+        F.col("run_date").isin(sorted({d for d, _ in partitions}))
+        & F.col("target_dir").isin(sorted({t for _, t in partitions}))
     )
     wanted = spark.createDataFrame(keys, "target string, run_id string")
     return pruned.join(F.broadcast(wanted), ["target", "run_id"])

@@ -2,6 +2,12 @@
 
 Appending is idempotent per (run, target): rows of a run already in the store are not added
 again, so reporting the same results file twice counts its rows once.
+
+A partition directory is named ``target=<name>`` for a target name of up to ``NAME_IN_PATH``
+bytes, as it always was, so stores written before keep their layout and read as they are. A
+longer name (a directory name holds 255 bytes, and Spark escapes ``:``, ``/``, ``=`` and more as
+``%XX``) gets ``target=<its first PREFIX characters>~<sha256 prefix>``; the full name is kept in
+the data as ``target_name`` (null in rows written before it existed, whose directory is the name).
 """
 
 from __future__ import annotations
@@ -12,14 +18,18 @@ from typing import TYPE_CHECKING
 from harness.results import ROW_KEYS
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 PARTITIONS = ("run_date", "target")
+# Escaped, a byte can take 3 ("%3A"): 80 bytes stay within 240 of a directory name's 255.
+NAME_IN_PATH = 80
+PREFIX = 40  # characters: at most 160 bytes, escaped or not (4 bytes per character in UTF-8)
 
 
 def schema() -> StructType:
-    """The store's columns: the row's fields, its time as a timestamp, and the run date."""
+    """The store's columns as written: the row's fields (``target`` holding the partition's
+    name), the full target name, the row's time as a timestamp, and the run date."""
     from pyspark.sql import types as T
 
     fields = [
@@ -28,9 +38,21 @@ def schema() -> StructType:
     return T.StructType(
         [
             *fields,
+            T.StructField("target_name", T.StringType()),
             T.StructField("ts", T.TimestampType()),
             T.StructField("run_date", T.StringType()),
         ]
+    )
+
+
+def partition_name(target: Column) -> Column:
+    """The partition value of ``target``: the name itself when short, else a bounded prefix and
+    a digest (distinct names stay apart: the digest covers the whole name)."""
+    from pyspark.sql import functions as F
+
+    digest = F.substring(F.sha2(target, 256), 1, 16)
+    return F.when(F.octet_length(target) <= NAME_IN_PATH, target).otherwise(
+        F.concat(F.substring(target, 1, PREFIX), F.lit("~"), digest)
     )
 
 
@@ -45,8 +67,21 @@ def exists(spark: SparkSession, store: str) -> bool:
 
 
 def load(spark: SparkSession, store: str) -> DataFrame:
+    """The store's rows: the row fields (``target`` the full name), ``ts``, ``run_date``, and
+    ``target_dir`` (the partition value, to read only the partitions of some targets)."""
+    from pyspark.sql import functions as F
+
     # An explicit schema: partition values such as a target named "1" must stay strings.
-    return spark.read.schema(schema()).parquet(store)
+    stored = spark.read.schema(schema()).parquet(store)
+    return stored.select(
+        *[
+            F.coalesce("target_name", "target").alias(k) if k == "target" else F.col(k)
+            for k in ROW_KEYS
+        ],
+        "ts",
+        "run_date",
+        F.col("target").alias("target_dir"),
+    )
 
 
 def append(spark: SparkSession, rows: DataFrame, store: str) -> int:
@@ -55,13 +90,16 @@ def append(spark: SparkSession, rows: DataFrame, store: str) -> int:
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    fresh = rows.select(*ROW_KEYS, "ts").withColumn("run_date", F.date_format("ts", "yyyy-MM-dd"))
+    fresh = rows.select(*ROW_KEYS, "ts").withColumns(
+        {"run_date": F.date_format("ts", "yyyy-MM-dd"), "target_name": F.col("target")}
+    )
     if exists(spark, store):
         known = load(spark, store).select("run_id", "target").distinct()
         fresh = fresh.join(F.broadcast(known), ["run_id", "target"], "left_anti")
     # No shuffle: results files hold a run or a few, so each task writes to few partitions, and
     # the writer sorts its rows by partition so each gets one file per task.
     written = Observation("appended")
+    fresh = fresh.withColumn("target", partition_name(F.col("target_name")))
     fresh = fresh.select(*schema().fieldNames()).observe(written, F.count(F.lit(1)).alias("rows"))
     fresh.write.mode("append").partitionBy(*PARTITIONS).parquet(store)
     return int(written.get["rows"])

@@ -1,23 +1,26 @@
 """Read results files (JSON lines) into typed rows; every row that breaks the schema is reported.
 
 The schema is the harness's row (``harness.results.ROW_KEYS``): a JSON object with every one of
-those keys non-null, ``duration_ms`` a number >= 0 and the others text, ``outcome`` and ``level``
-from their enumerations, ``time`` an ISO 8601 instant and the identifying fields non-empty.
+those keys non-null and no key twice, ``duration_ms`` a finite number >= 0 and the others text (none
+longer than its limit), ``outcome`` and ``level`` from their enumerations, ``time`` an ISO 8601
+instant and the identifying fields non-empty.
 Other keys are ignored, so a newer harness can add fields; a JSON number or boolean where text is
-expected is read as its text (as Spark's JSON reader does). Each line is parsed once; a bad line
-is kept with its problem and located by file and line afterwards.
+expected is read as its text (as Spark's JSON reader does). Each line is parsed once (and its keys
+listed once, for duplicates); a bad line is kept with its problem and located by file and line
+afterwards, by a digest of its bytes, so no line's text is ever held whole outside Spark.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.results import DETAILS_SUFFIX, LEVELS, OUTCOMES, ROW_KEYS, details_path
+from harness.results import DETAILS_SUFFIX, LEVELS, MESSAGE_LIMIT, OUTCOMES, ROW_KEYS, details_path
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,6 +29,12 @@ if TYPE_CHECKING:
 NUMBER_KEYS = frozenset({"duration_ms"})
 NON_EMPTY_KEYS = ("run_id", "target", "target_kind", "case_id", "group")
 _NUMBER = r"(BIGINT|DOUBLE|DECIMAL\(\d+,\d+\))"
+# Sizes no row the harness writes comes near, so a foreign file cannot make the report hold
+# (or show) text of any size. A message is bounded by the harness to MESSAGE_LIMIT characters
+# plus a note of its size and digest; a target name is a spec such as an exec: path (PATH_MAX).
+MESSAGE_MAX = MESSAGE_LIMIT + 100
+TEXT_MAX = 8192  # characters of any other text field
+LINE_MAX = 1 << 20  # bytes of a line: a longer one is refused without being parsed
 
 
 @dataclass(frozen=True)
@@ -97,7 +106,8 @@ def _shape_problem(value: Column) -> Column:
         for k in ROW_KEYS
     ]
     return (
-        F.when(keys.isNull(), F.lit("not a JSON object"))
+        F.when(F.octet_length(value) > LINE_MAX, F.lit(f"line longer than {LINE_MAX} bytes"))
+        .when(keys.isNull(), F.lit("not a JSON object"))
         .when(v.isNull(), F.lit("invalid JSON object (a key appears twice)"))
         .when(
             F.size(missing) > 0, F.concat(F.lit("missing field(s): "), F.array_join(missing, ", "))
@@ -126,96 +136,120 @@ def _value_problems(r: Column) -> Column:
             F.col("ts").isNull(),
             F.concat(quoted("time"), F.lit(" is not an ISO 8601 time")),
         ),
-        F.when(r["duration_ms"] < 0, F.lit("field duration_ms: negative")),
+        F.when(
+            F.isnan(r["duration_ms"]) | (F.abs(r["duration_ms"]) == float("inf")),
+            F.lit("field duration_ms: not a finite number"),
+        ).when(r["duration_ms"] < 0, F.lit("field duration_ms: negative")),
         *[F.when(r[k] == "", F.lit(f"field {k}: empty")) for k in NON_EMPTY_KEYS],
+        *[
+            F.when(
+                F.length(r[k]) > _limit(k), F.lit(f"field {k}: longer than {_limit(k)} characters")
+            )
+            for k in ROW_KEYS
+            if k not in NUMBER_KEYS
+        ],
     ]
     joined = F.concat_ws("; ", *problems)
     return F.when(joined != "", joined)
 
 
-def _checked(rows: DataFrame, value: Column) -> DataFrame:
-    """``rows`` (a struct column ``r`` with the row's fields) with ``ts`` and
-    ``problem``: null for a valid row, else why it is not one (computed once per line)."""
+def _limit(key: str) -> int:
+    return MESSAGE_MAX if key == "message" else TEXT_MAX
+
+
+def _checked(spark: SparkSession, files: list[str]) -> DataFrame:
+    """Every non-blank line of ``files``: its text ``value`` and ``file``, the row's fields ``r``,
+    ``ts``, ``incomplete`` (not an object with every field: ``_shape_problem`` says why) and
+    ``twice`` (some key appears twice: Spark's parser would silently keep one of the values)."""
     from pyspark.sql import functions as F
 
-    r = F.col("r")
-    incomplete = r.isNull() | F.greatest(*[r[k].isNull() for k in ROW_KEYS])
-    return rows.select(
-        "*", F.try_to_timestamp(r["time"]).alias("ts"), incomplete.alias("incomplete")
-    ).withColumn(
-        "problem", F.when(F.col("incomplete"), _shape_problem(value)).otherwise(_value_problems(r))
-    )
-
-
-def read_rows(spark: SparkSession, files: list[Path]) -> DataFrame:
-    """Every row of ``files`` through Spark's JSON reader (the fast path): the row's fields,
-    ``ts``, and ``bad`` (the row breaks the schema; ``explain`` says how)."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    schema = T.StructType([*_row_schema().fields, T.StructField("_corrupt", T.StringType())])
-    rows = (
-        spark.read.schema(schema)
-        .option("columnNameOfCorruptRecord", "_corrupt")
-        .option("lineSep", "\n")
-        .json([str(f) for f in files])
-        .select(F.when(F.col("_corrupt").isNull(), F.struct(*ROW_KEYS)).alias("r"))
-    )
-    # The explanation needs the line's text, which this reader keeps only for unparsable lines.
-    checked = _checked(rows, F.lit(None))
-    return checked.select(
-        *[F.col("r")[k].alias(k) for k in ROW_KEYS],
-        "ts",
-        (F.col("incomplete") | F.col("problem").isNotNull()).alias("bad"),
-    )
-
-
-def explain(spark: SparkSession, files: list[str]) -> list[tuple[str, str, str]]:
-    """(file, line text, problem) for every bad line of ``files`` (the slow path: the text of each
-    line, then the same checks as ``read_rows``; run only when that found bad rows)."""
-    from pyspark.sql import functions as F
-
+    value = F.col("value")
     lines = (
         spark.read.option("lineSep", "\n")
         .text(files)
         .select("value", F.col("_metadata.file_path").alias("file"))
         .where(F.trim("value") != "")
-        .withColumn("r", F.from_json("value", _row_schema()))
+        .withColumn(
+            "r", F.when(F.octet_length(value) <= LINE_MAX, F.from_json(value, _row_schema()))
+        )
     )
-    bad = _checked(lines, F.col("value")).where(F.col("problem").isNotNull())
+    r = F.col("r")
+    incomplete = r.isNull() | F.greatest(*[r[k].isNull() for k in ROW_KEYS])
+    keys = F.json_object_keys(value)
+    return lines.select(
+        "*",
+        F.try_to_timestamp(r["time"]).alias("ts"),
+        incomplete.alias("incomplete"),
+        (~incomplete & (F.size(F.array_distinct(keys)) < F.size(keys))).alias("twice"),
+    )
+
+
+def read_rows(spark: SparkSession, files: list[Path]) -> DataFrame:
+    """Every row of ``files`` (the fast path): the row's fields, ``ts``, and ``bad`` (the row
+    breaks the schema; ``explain`` says how)."""
+    from pyspark.sql import functions as F
+
+    checked = _checked(spark, [str(f) for f in files])
+    bad = F.col("incomplete") | F.col("twice") | _value_problems(F.col("r")).isNotNull()
+    return checked.select(*[F.col("r")[k].alias(k) for k in ROW_KEYS], "ts", bad.alias("bad"))
+
+
+def explain(spark: SparkSession, files: list[str]) -> list[tuple[str, str, str]]:
+    """(file, SHA-256 of the line, problem) for every bad line of ``files`` (the slow path: the
+    same checks as ``read_rows``, saying what failed; run only when that found bad rows)."""
+    from pyspark.sql import functions as F
+
+    problem = (
+        F.when(F.col("incomplete"), _shape_problem(F.col("value")))
+        .when(F.col("twice"), F.lit("invalid JSON object (a key appears twice)"))
+        .otherwise(_value_problems(F.col("r")))
+    )
+    bad = _checked(spark, files).withColumn("problem", problem).where(F.col("problem").isNotNull())
     return [
-        (row.file, row.value, row.problem)
-        for row in bad.select("file", "value", "problem").collect()
+        (row.file, row.digest, row.problem)
+        for row in bad.select("file", F.sha2("value", 256).alias("digest"), "problem").collect()
     ]
 
 
 def locate(bad: Iterable[tuple[str, str, str]]) -> list[RowProblem]:
-    """File and line number of each bad line, given (file URI, line text, problem).
+    """File and line number of each bad line, given (file URI, SHA-256 of the line, problem).
 
     Spark does not number lines, so the files holding bad lines are read once more here; a bad
-    text that occurs on several lines is reported at each of them.
+    line that occurs several times is reported at each of them.
     """
     wanted: dict[str, dict[str, str]] = defaultdict(dict)
-    for uri, text, problem in bad:
-        wanted[uri][text] = problem
+    for uri, digest, problem in bad:
+        wanted[uri][digest] = problem
     found = []
-    for uri, texts in sorted(wanted.items()):
+    for uri, digests in sorted(wanted.items()):
         path = uri_path(uri)
         seen = set()
-        # "replace" decodes undecodable bytes as Spark does (U+FFFD), so the texts compare equal.
-        with path.open(encoding="utf-8", errors="replace", newline="\n") as handle:
-            for number, line in enumerate(handle, 1):
-                text = line.removesuffix("\n")
-                if text in texts:
-                    seen.add(text)
-                    found.append(RowProblem(str(path), number, texts[text]))
+        for number, digest in line_digests(path):
+            if digest in digests:
+                seen.add(digest)
+                found.append(RowProblem(str(path), number, digests[digest]))
         # Never drop a problem, even one whose line could not be matched again.
         found += [
             RowProblem(str(path), 0, f"{p} (line not located)")
-            for t, p in texts.items()
-            if t not in seen
+            for d, p in digests.items()
+            if d not in seen
         ]
     return found
+
+
+def line_digests(path: Path, chunk: int = 1 << 20) -> Iterator[tuple[int, str]]:
+    """(line number, SHA-256 of the line's bytes without its newline) for each line of ``path``,
+    as Spark's ``sha2`` of the line's text; read in chunks, as a line can be of any length."""
+    number, digest = 1, hashlib.sha256()
+    with path.open("rb") as handle:
+        while data := handle.read(chunk):
+            *ended, rest = data.split(b"\n")
+            for part in ended:
+                digest.update(part)
+                yield number, digest.hexdigest()
+                number, digest = number + 1, hashlib.sha256()
+            digest.update(rest)
+    yield number, digest.hexdigest()
 
 
 def uri_path(uri: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import defaultdict
@@ -14,6 +15,7 @@ from reports.model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
 BADGE_LABEL = "NATS conformance"
+SLUG_MAX = 100  # characters of a badge's file name taken from its target (ASCII)
 TABLE_HEAD = (
     "| target | version | must | must score | all levels | regressions | fixes |",
     "|---|---|---|---|---|---|---|",
@@ -40,9 +42,19 @@ def _dump(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _slug(target: str) -> str:
+    """``target`` as a short file name: a long one keeps its start and a digest of the whole, as a
+    file name holds 255 bytes and a target name can be longer."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", target.lower()).strip("-.") or "target"
+    if len(slug) <= SLUG_MAX:
+        return slug
+    digest = hashlib.sha256(target.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return slug[:SLUG_MAX].rstrip("-.") + "-" + digest
+
+
 def badge_names(targets: list[str]) -> dict[str, str]:
     """A file name per target: readable, and unique even when two targets slug alike."""
-    slugs = {t: re.sub(r"[^a-z0-9._-]+", "-", t.lower()).strip("-.") or "target" for t in targets}
+    slugs = {t: _slug(t) for t in targets}
     taken = defaultdict(list)
     for target, slug in slugs.items():
         taken[slug].append(target)
