@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from harness.runtime import processes
+from harness.runtime import cgroups, processes
 from harness.servers.binaries import binary_version, installed_binary
 from harness.servers.kinds import open_target
 from harness.servers.specs import TargetError
@@ -192,3 +193,89 @@ def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
     assert len(asked) > 10
     assert all(r.outcome == "error" and "hung 2 times" in r.message for r in asked[2:])
     assert time.monotonic() - started < 2 * (STEP + 1) + 10  # two deadlines, not one a case
+
+
+# --- control groups: what leaves the process group is still stopped -----------------------------
+
+needs_cgroups = pytest.mark.skipif(
+    not cgroups.available(), reason="no writable cgroup pids hierarchy on this machine"
+)
+ESCAPES = "setsid sleep 60 & echo $! > {pid_file}; "  # a grandchild in a session of its own
+
+
+def wait_for_file(path: Path) -> int:
+    deadline = time.monotonic() + 10
+    while not (path.exists() and path.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return int(path.read_text())
+
+
+@needs_cgroups
+def test_a_child_that_starts_its_own_session_is_stopped_with_its_parent(tmp_path: Path) -> None:
+    pid_file = tmp_path / "escaped"
+    body = ESCAPES.format(pid_file=pid_file) + "sleep 60"
+    launched = processes.launch(
+        [str(script(tmp_path / "x", body))], tmp_path / "log", tmp_path / "pids"
+    )
+    escaped = wait_for_file(pid_file)
+    deadline = time.monotonic() + 5
+    while os.getpgid(escaped) == launched.proc.pid and time.monotonic() < deadline:
+        time.sleep(0.02)  # until setsid has run
+    assert os.getpgid(escaped) != launched.proc.pid  # out of the process group
+    launched.stop()
+    assert gone_within(escaped, 5)
+
+
+@needs_cgroups
+def test_a_driver_whose_child_starts_a_session_leaves_nothing(tmp_path: Path) -> None:
+    from harness.clients.driver import DriverProcess
+
+    pid_file = tmp_path / "escaped"
+    driver = DriverProcess.start(
+        ["sh", "-c", ESCAPES.format(pid_file=pid_file) + "cat > /dev/null"], name="escaper"
+    )
+    escaped = wait_for_file(pid_file)
+    driver.close()
+    assert gone_within(escaped, 5)
+
+
+@needs_cgroups
+def test_a_short_command_whose_child_starts_a_session_leaves_nothing(tmp_path: Path) -> None:
+    pid_file = tmp_path / "escaped"
+    done = processes.run_bounded(["sh", "-c", ESCAPES.format(pid_file=pid_file) + "echo 1"], 10)
+    assert done.status == 0
+    assert gone_within(int(pid_file.read_text()), 5)
+
+
+@needs_cgroups
+def test_a_process_flood_is_bounded_and_stopped(tmp_path: Path) -> None:
+    body = "i=0; while [ $i -lt 3000 ]; do sleep 60 & i=$((i+1)); done 2>/dev/null; sleep 60"
+    launched = processes.launch(
+        [str(script(tmp_path / "flood", body))], tmp_path / "log", tmp_path / "pids"
+    )
+    time.sleep(3)
+    group = processes.control_group(launched.proc.pid)
+    assert group is not None
+    assert 100 < len(cgroups.members(group)) <= cgroups.PIDS_MAX
+    launched.stop()
+    assert not group.exists()
+
+
+@needs_cgroups
+def test_what_escaped_a_killed_run_is_stopped_by_the_next(tmp_path: Path) -> None:
+    pid_file = tmp_path / "escaped"
+    owner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from harness.clients.driver import DriverProcess;"
+            f"DriverProcess.start(['sh', '-c', {ESCAPES.format(pid_file=pid_file)!r} + 'cat']);"
+            "time.sleep(60)",
+        ]
+    )
+    escaped = wait_for_file(pid_file)
+    owner.kill()  # SIGKILL: no cleanup of its own runs
+    owner.wait()
+    assert running(escaped)  # it left the driver's group and session: only the cgroup holds it
+    processes.stop_leftover_processes(tmp_path / "state")
+    assert gone_within(escaped, 5)

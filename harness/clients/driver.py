@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from harness.runtime.processes import SPAWNER, STOP_GRACE
+from harness.runtime.processes import SPAWNER, STOP_GRACE, release
 
 PROTOCOL = "nats-conformance-driver/2"
 # Drivers still on /1 are accepted while they migrate: their hello has no capabilities.
@@ -550,6 +550,7 @@ class DriverProcess:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, signal.SIGKILL)
         status = self._proc.wait()
+        release(self.pid)  # what left its process group (a session of its own)
         self.transcript.add("note", _describe_status(status))
 
     def __enter__(self) -> DriverProcess:

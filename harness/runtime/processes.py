@@ -23,6 +23,8 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import IO, Any
 
+from harness.runtime import cgroups
+
 STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 OUTPUT_LIMIT = 1 << 16  # bytes of a short command's output kept (a target controls it)
 EXIT_DRAIN = 0.5  # seconds output is still read after a short command exited
@@ -90,6 +92,13 @@ def stop_process(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> None
     the unreaped leader still reserves the group id. A process started without a group of its
     own is signalled alone."""
     own_group = _own_group(proc.pid)
+    try:
+        _stop(proc, grace, own_group)
+    finally:
+        release(proc.pid)
+
+
+def _stop(proc: subprocess.Popen[Any], grace: float, own_group: bool) -> None:
     if proc.poll() is None:
         if own_group:
             _kill_group(proc.pid, signal.SIGTERM)
@@ -104,6 +113,21 @@ def stop_process(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> None
     if own_group:
         _kill_group(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+def release(pid: int) -> None:
+    """Kill what is left in the control group of the child ``pid`` started as (descendants that
+    left its process group), and remove the group. The child itself is gone or reaped."""
+    with _GROUPS_LOCK:
+        group = _GROUPS.pop(pid, None)
+    if group is not None:
+        cgroups.kill(group)
+
+
+def control_group(pid: int) -> Path | None:
+    """The control group the child ``pid`` was started in (None: none, or released)."""
+    with _GROUPS_LOCK:
+        return _GROUPS.get(pid)
 
 
 def _own_group(pid: int) -> bool:
@@ -161,6 +185,23 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     return preexec
 
 
+def _preexec(parent: int, group: Path | None) -> Callable[[], None]:
+    """The child's first steps: into its control group, then tied to its parent's life."""
+    join, tie = cgroups.joiner(group), _die_with_parent(parent)
+
+    def preexec() -> None:
+        join()
+        if tie is not None:
+            tie()
+
+    return preexec
+
+
+# Each child's control group (harness.runtime.cgroups), by the child's pid, until released.
+_GROUPS: dict[int, Path] = {}
+_GROUPS_LOCK = threading.Lock()
+
+
 _SpawnJob = tuple[Future[subprocess.Popen[bytes]], list[str], dict[str, Any]]
 
 
@@ -193,11 +234,17 @@ class Spawner:
     def _serve(self) -> None:
         while True:
             future, argv, kwargs = self._jobs.get()
+            group = cgroups.create(run_dir_name())
             try:
-                proc = subprocess.Popen(argv, preexec_fn=_die_with_parent(os.getpid()), **kwargs)
+                proc = subprocess.Popen(argv, preexec_fn=_preexec(os.getpid(), group), **kwargs)
             except BaseException as exc:
+                if group is not None:
+                    cgroups.kill(group)
                 future.set_exception(exc)
             else:
+                if group is not None:
+                    with _GROUPS_LOCK:
+                        _GROUPS[proc.pid] = group
                 future.set_result(proc)
 
 
@@ -314,6 +361,7 @@ def run_logged(
     finally:
         _kill_group(proc.pid, signal.SIGKILL)
         proc.wait()
+        release(proc.pid)
     return status
 
 
@@ -364,6 +412,7 @@ def run_bounded(argv: list[str], timeout: float, limit: int = OUTPUT_LIMIT) -> C
         _kill_group(proc.pid, signal.SIGKILL)
         proc.stdout.close()
         proc.wait()
+        release(proc.pid)
     return Completed(status, bytes(kept), size)
 
 
@@ -392,10 +441,17 @@ def stop_leftover_processes(state_dir: Path) -> list[str]:
             removed.append(f"process {pid} ({argv[0]}) left by run {owner_pid}")
         pid_file.unlink(missing_ok=True)
     for run_dir in (state_dir / "runs").glob("*-*-*"):
-        owner_pid, owner_start, _ = run_dir.name.split("-", 2)
-        if owner_pid.isdigit() and not alive(int(owner_pid), int_or_none(owner_start)):
+        if not owner_alive(run_dir.name):
             shutil.rmtree(run_dir, ignore_errors=True)
-    return removed
+    return removed + cgroups.leftovers(owner_alive)
+
+
+def owner_alive(name: str) -> bool:
+    """Whether the run that named something ``<pid>-<start>-...`` (run_dir_name) still runs; a
+    name of another shape is taken as alive (not ours to remove)."""
+    owner_pid, _, rest = name.partition("-")
+    owner_start = rest.partition("-")[0]
+    return not owner_pid.isdigit() or alive(int(owner_pid), int_or_none(owner_start))
 
 
 def int_or_none(text: str) -> int | None:
