@@ -31,6 +31,9 @@ QUIET = 0.5  # seconds a step watches for something the library should not do, u
 BUILTIN_VARS = frozenset({"spare_address"})
 _SAMPLE = "1"  # what a variable stands for when the reference reads a script on its own
 
+# Bytes a push may have when it is cut at every position (or into single bytes).
+SPLIT_LIMIT = 4096
+
 
 @dataclass(frozen=True)
 class Step:
@@ -238,12 +241,15 @@ def answer_problem(expected: str, ok: bool, error_type: str | None) -> str | Non
     return f"the driver answered {got}, expected {expected}"
 
 
-def split_plans(size: int, split: Any) -> list[list[int]]:
+def split_plans(size: int, split: Any, path: str = "split") -> list[list[int]]:
     """The ways a push of ``size`` bytes is cut into segments, one send each: none, the offsets
     given, ``"bytes"`` (one byte a segment) or ``"each-position"`` (in two, at every position in
-    turn: one send per position)."""
+    turn: one send per position). Cutting at every byte is bounded (SPLIT_LIMIT): its cost grows
+    with the square of the push."""
     if split is None:
         return [[]]
+    if split in ("bytes", "each-position") and size > SPLIT_LIMIT:
+        raise Mismatch(path, f"{split} over {size} bytes: at most {SPLIT_LIMIT} bytes are cut so")
     if split == "bytes":
         return [list(range(1, size))]
     if split == "each-position":
@@ -286,6 +292,7 @@ def evaluate(script: dict[str, Any]) -> None:
         data = substitute({k: v for k, v in step.data.items() if k != "save"}, variables, step.path)
         if step.action == "push":
             pushed = decode_bytes(data["push"], f"{step.path}.push")
+            split_plans(len(pushed), data.get("split"), f"{step.path}.split")
             if "event" in data:
                 got = _reference_event(pushed, f"{step.path}.push")
                 problems = event_problems(data["event"], got)

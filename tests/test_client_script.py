@@ -241,3 +241,15 @@ def test_every_bundled_script_names_only_known_actions() -> None:
     assert len(cases) >= 70
     for case in cases:
         assert client_script.steps(case.data["input"])
+
+
+def test_cutting_a_large_push_at_every_position_is_refused_with_its_field() -> None:
+    from conformance.client_script import SPLIT_LIMIT, split_plans
+    from conformance.vector_values import Mismatch
+
+    assert len(split_plans(SPLIT_LIMIT, "each-position")) == SPLIT_LIMIT - 1
+    for how in ("each-position", "bytes"):
+        with pytest.raises(Mismatch) as caught:
+            split_plans(SPLIT_LIMIT + 1, how, "input.steps[3].split")
+        assert caught.value.field == "input.steps[3].split"
+    assert split_plans(10**9, [5, 9]) == [[5, 9]]  # offsets given: one send, any size

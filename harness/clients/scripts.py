@@ -158,7 +158,7 @@ class _Run:
 
     def _push(self, step: Step, data: dict[str, Any]) -> None:
         pushed = decode_bytes(data["push"], f"{step.path}.push")
-        plans = client_script.split_plans(len(pushed), data.get("split"))
+        plans = client_script.split_plans(len(pushed), data.get("split"), f"{step.path}.split")
         failed = []
         for plan in plans:
             self.mark = self.conn.count()
