@@ -478,30 +478,6 @@ def test_url_target_with_nothing_listening_is_a_target_error(state_dir: Path) ->
 # --- containers ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def docker_engine() -> Iterator[Any]:
-    """A docker SDK client of an engine that answers, started with bin/docker-engine if need be."""
-    try:
-        client = docker_client()
-    except TargetError as first:
-        started = subprocess.run(  # it lets one xdist worker start an engine, the others wait
-            [str(ROOT / "bin" / "docker-engine"), "start"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-        try:
-            client = docker_client()
-        except TargetError as second:
-            pytest.skip(
-                f"no Docker engine: {first}; bin/docker-engine start could not start one: "
-                f"{started.stdout}{started.stderr} {second}"
-            )
-    yield client
-    client.close()
-
-
 def our_containers(client: Any, owner: int) -> list[Any]:
     labels = [f"{LABEL}=1", f"{OWNER_LABEL}={owner}"]
     return client.containers.list(all=True, filters={"label": labels}, ignore_removed=True)
