@@ -26,7 +26,7 @@ from pathlib import Path
 from conformance import protocol as p
 from conformance import streaming as pb
 from conformance.streaming import DecodeError, StartPosition
-from conformance.streaming_server import Stored, StreamingServerModel, replay
+from conformance.streaming_server import Outbound, Stored, StreamingServerModel, replay
 from conformance.vectors import Source
 from harness.results import ResultRow, ResultsWriter, RunContext
 from harness.runtime.limits import READ_LIMITS
@@ -56,6 +56,8 @@ class StreamingBridge:
         self._sock = socket.create_connection((server.host, server.port), timeout=5)
         self._parser = p.Parser(p.Direction.SERVER, limits=READ_LIMITS)
         self._stop = threading.Event()
+        self._inject: dict[str, tuple[bytes, bool]] = {}
+        self._send_lock = threading.Lock()  # publish() writes from the caller's thread
         first = self._read()
         if not first or not isinstance(first[0], p.Info):
             raise ConnectionError(f"no INFO from {server.url}: {first!r}")
@@ -76,7 +78,8 @@ class StreamingBridge:
         self._thread.start()
 
     def _send(self, ops: list[p.Op]) -> None:
-        self._sock.sendall(b"".join(p.encode(op) for op in ops))  # type: ignore[misc]
+        with self._send_lock:
+            self._sock.sendall(b"".join(p.encode(op) for op in ops))  # type: ignore[misc]
 
     def _read(self) -> list[p.Event]:
         data = self._sock.recv(65536)
@@ -96,11 +99,30 @@ class StreamingBridge:
                 if isinstance(event, p.Ping):
                     self._send([p.Pong()])
                 elif isinstance(event, p.Msg):
-                    with self.lock:
-                        out = self.model.handle(
-                            event.subject, event.reply, event.payload, time.time_ns()
-                        )
-                    self._send([p.Pub(o.subject, o.reply, o.payload) for o in out])
+                    self._send([p.Pub(o.subject, o.reply, o.payload) for o in self._answer(event)])
+
+    def _answer(self, event: p.Msg) -> list[Outbound]:
+        """The model's answer, or the bytes ``answer_with`` set for that request instead of
+        (or before) it."""
+        with self.lock:
+            out = self.model.handle(event.subject, event.reply, event.payload, time.time_ns())
+            name = self.model.received[-1][0] if self.model.received else ""
+            injected = self._inject.pop(name, None) if event.reply else None
+        if injected is None:
+            return out
+        payload, keep = injected
+        kept = [o for o in out if keep or o.subject != event.reply]
+        return [Outbound(event.reply, None, payload), *kept]  # type: ignore[arg-type]
+
+    def answer_with(self, request: str, payload: bytes, *, keep: bool = False) -> None:
+        """Answer the next ``request`` (a message name) with ``payload``; ``keep``: send the
+        model's own answer after it (so a client that drops ``payload`` still gets one)."""
+        with self.lock:
+            self._inject[request] = (payload, keep)
+
+    def publish(self, subject: str, payload: bytes) -> None:
+        """Publish raw bytes (a MsgProto the model did not make, say) on the NATS server."""
+        self._send([p.Pub(subject, None, payload)])
 
     def close(self) -> None:
         self._stop.set()
