@@ -410,9 +410,12 @@ def _receive(
             guids = [m.guid for m in _sent(model, bridge.lock, "PubMsg") if hasattr(m, "guid")]
             if last.guid not in guids:
                 detail = f"it reported guid {last.guid!r}, its PubMsg's is {guids}"
-        problems = scc.answer_problems(_ANSWER_OF[plan.request], exp, last.ok,
-                                       last.error, detail)  # fmt: skip
+        events = session.d.events(timeout=QUIET)  # an error the library reports on its own
+        said = "; ".join(str(e.get("message")) for e in events if e["event"] == "error")
+        problems = scc.answer_problems(_ANSWER_OF[plan.request], exp, last.ok, last.error,
+                                       detail, said)  # fmt: skip
         did = f"the step {'succeeded' if last.ok else f'failed ({last.error})'}"
+        did += f"; the library reported: {said}" if said else ""
         return (("fail", "; ".join(problems)) if problems else ("pass", did)), True
     [request] = _sent(model, bridge.lock, "SubscriptionRequest")
     bridge.publish(request.inbox, plan.payload)
