@@ -291,12 +291,13 @@ def _received_problems(exp: dict[str, Any], observed: Observed) -> list[str]:
         got = observed.received.get(sub, [])
         if got != want:
             problems.append(
-                f"subscription {sub}: the client reported {_show(got)}, expected {_show(want)}"
+                f"subscription {sub}: the client reported {show(got)}, expected {show(want)}"
             )
     return problems
 
 
-def _show(deliveries: list[Delivery]) -> str:
+def show(deliveries: list[Delivery]) -> str:
+    """Deliveries as ``[sequence:data, ...]`` for a message."""
     return (
         "["
         + ", ".join(

@@ -470,3 +470,23 @@ def run_streaming_client_vectors(
             yield run_send(client, server, case)
         elif case.kind == "streaming.decode":
             yield from run_receive(client, server, case)
+
+
+# --- a real streaming server, as the client reports it ------------------------------------------
+
+
+def server_observation(
+    client: StreamingClient, url: str, cluster_id: str, case: vectors.Case
+) -> tuple[str, str | None]:
+    """The case's steps against the streaming server at ``url``: what the client reported,
+    and why the server's part of the case (every step succeeds, ``received``) does not hold.
+    What the client sent is the client's part, judged by its own rows."""
+    with client.driver() as driver:
+        session = _Session(driver, client, {**case.data["input"], "cluster_id": cluster_id},
+                           case.data["expect"])  # fmt: skip
+        _take_steps(session, url)
+    server_part = {"received": case.data["expect"].get("received", {})}
+    problems = sc.judge(case.data["input"], server_part, session.observed)
+    steps = ", ".join("ok" if r.ok else f"failed ({r.error})" for r in session.observed.steps)
+    got = "; ".join(f"{sub}: {sc.show(d)}" for sub, d in sorted(session.observed.received.items()))
+    return f"steps {steps}; received {got or 'nothing'}", "; ".join(problems) or None
