@@ -326,6 +326,10 @@ def run_send(client: StreamingClient, server: RunningServer, case: vectors.Case)
         if not sent and failed is not None:
             raise Skip(f"the library refused the values: {failed.error}")
         problems = sc.sent_problems(plan.expect, session.observed, [])
+        if problems and not sent:  # what the library said instead
+            steps = zip(plan.input["steps"], session.observed.steps, strict=False)
+            did = [f"{s['do']} {'ok' if r.ok else f'failed ({r.error})'}" for s, r in steps]
+            problems.append(f"its steps: {', '.join(did)}")
         return [(row_id, case.level, "fail" if problems else "pass", "; ".join(problems))]
 
     [row] = _run(client, server, case, row_id, body)
