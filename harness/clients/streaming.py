@@ -6,7 +6,8 @@ publishes what ``conformance.streaming_server`` answers. The bridge only moves b
 reference parser and encoder frame them. harness.streaming_clients runs the streaming client
 libraries through it (the streaming.client vectors). The server checks speak the protocol
 themselves (``StanSession``) and run the same session against both servers, so each row of the
-real server says where the two differ.
+real server says where the two differ; node-nats-streaming's run of the streaming.client vectors
+against each server (``run_stan_server_checks``) is compared the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 import time
 import uuid
 import venv
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -849,7 +850,7 @@ def client_case_id(library: str, case: vectors.Case) -> str:
 
 
 def _client_observations(
-    client: StreamingClient, cases: list[vectors.Case], session: Callable[[], Any]
+    client: StreamingClient, cases: Sequence[vectors.Case], session: Callable[[], Any]
 ) -> dict[str, Observation]:
     """Each streaming.client case's steps through ``client`` against a fresh streaming server
     (``session()``: a context giving its (url, cluster id)), judged as the server's answer."""
@@ -879,7 +880,7 @@ def run_stan_server_checks(
     ctx: RunContext,
     *,
     client: StreamingClient | None = None,
-    cases: list[vectors.Case] = [],  # noqa: B006 (never changed)
+    cases: Sequence[vectors.Case] = (),
     on_row: Callable[[ResultRow], None] = lambda r: None,
 ) -> list[ResultRow]:
     """The raw-protocol checks and (with ``client``) the streaming.client ``cases`` taken by a
