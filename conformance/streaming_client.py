@@ -225,7 +225,9 @@ def _field_problem(
     return None
 
 
-def _sent_problems(exp: dict[str, Any], observed: Observed, subs: list[str]) -> list[str]:
+def sent_problems(exp: dict[str, Any], observed: Observed, subs: list[str]) -> list[str]:
+    """Why what the client sent does not match ``exp``'s ``sent`` and ``unique`` (``subs``:
+    the subscription names, in subscribe order, for ``ack_inbox_of``)."""
     ack_inboxes = dict(zip(subs, observed.ack_inboxes, strict=False))
     patterns: dict[str, list[dict[str, Any]]] = {}
     for pattern in exp.get("sent", []):
@@ -289,12 +291,13 @@ def _received_problems(exp: dict[str, Any], observed: Observed) -> list[str]:
         got = observed.received.get(sub, [])
         if got != want:
             problems.append(
-                f"subscription {sub}: the client reported {_show(got)}, expected {_show(want)}"
+                f"subscription {sub}: the client reported {show(got)}, expected {show(want)}"
             )
     return problems
 
 
-def _show(deliveries: list[Delivery]) -> str:
+def show(deliveries: list[Delivery]) -> str:
+    """Deliveries as ``[sequence:data, ...]`` for a message."""
     return (
         "["
         + ", ".join(
@@ -309,7 +312,7 @@ def judge(inp: dict[str, Any], exp: dict[str, Any], observed: Observed) -> list[
     """Why a client's session does not meet the case (empty when it does)."""
     return [
         *_step_problems(inp, exp, observed),
-        *_sent_problems(exp, observed, subscribe_steps(inp["steps"])),
+        *sent_problems(exp, observed, subscribe_steps(inp["steps"])),
         *_received_problems(exp, observed),
     ]
 

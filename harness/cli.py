@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
-import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -108,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
             for case in cases:
                 print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
         for spec in stan_specs:
-            print(f"{spec}\t{len(streaming_cases())} streaming.server cases")
+            print(f"{spec}\t{len(streaming_cases(loaded.cases))} streaming.server cases")
         client_cases = [case for case in loaded.cases if "client" in case.roles]
         interop_count = sum(case.kind == "interop" for case in client_cases)
         for client in args.client or []:
@@ -143,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
                 return 2
         try:
-            rows += _run_stan(stan_specs, ctx, writer, baseline)
+            rows += _run_stan(stan_specs, ctx, writer, baseline, loaded.cases)
         except TargetError as exc:
             progress.finish()
             print(f"nats-conformance: {exc}", file=sys.stderr)
@@ -256,30 +254,39 @@ class ClientStartError(Exception):
     """A client spec that is wrong, or whose driver cannot be built."""
 
 
-def streaming_cases() -> list[str]:
-    """The case ids a streaming server target gets."""
+STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.client cases there
+
+
+def streaming_cases(cases: list[vectors.Case]) -> list[str]:
+    """The case ids a streaming server target gets: the raw-protocol checks, and STAN_CLIENT's
+    run of the streaming.client ``cases``."""
     from harness.clients import streaming
 
-    return [*streaming.SERVER_CHECKS, *streaming.NODE_CHECKS]
+    client_cases = [streaming.client_case_id(STAN_CLIENT, c) for c in _stan_client_cases(cases)]
+    return [*streaming.SERVER_CHECKS, *client_cases]
 
 
-def _run_stan(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline) -> list:
+def _stan_client_cases(cases: list[vectors.Case]) -> list[vectors.Case]:
+    return [case for case in cases if case.kind == "streaming.client"]
+
+
+def _run_stan(
+    specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline,
+    cases: list[vectors.Case],
+) -> list:  # fmt: skip
     """The streaming server checks against each real streaming server (built on first use),
-    compared with the reference bridged onto the default nats-server; node-nats-streaming's
-    scenario too when npm is here."""
+    compared with the reference bridged onto the default nats-server; STAN_CLIENT taking the
+    streaming.client ``cases`` too when its build tools are here."""
     if not specs:
         return []
-    from harness.clients import streaming
+    from harness.clients import streaming, streaming_clients
     from harness.servers import stan as stan_server
     from harness.servers.kinds import open_target
     from harness.servers.specs import TargetError
 
-    node = None
-    if shutil.which("npm"):
-        try:
-            node = streaming.build_node_scenario()[0]
-        except (subprocess.SubprocessError, OSError) as exc:
-            print(f"nats-conformance: node-nats-streaming scenario skipped: {exc}", file=sys.stderr)
+    client = None
+    if f"client:{STAN_CLIENT}" in streaming_clients.available():
+        client = streaming_clients.parse_spec(f"client:{STAN_CLIENT}")
     rows = []
     with open_target(DEFAULT_SERVER) as reference:
         for spec in specs:
@@ -288,7 +295,10 @@ def _run_stan(specs: list[str], ctx: object, writer: ResultsWriter, baseline: Ba
             except TargetError as exc:
                 raise TargetError(f"target {spec} cannot start: {exc}") from exc
             server = reference.server({})
-            rows += streaming.run_stan_server_checks(target, server, writer, ctx, node=node)  # type: ignore[arg-type]
+            rows += streaming.run_stan_server_checks(
+                target, server, writer, ctx,  # type: ignore[arg-type]
+                client=client, cases=_stan_client_cases(cases),
+            )  # fmt: skip
     return [(row, baseline.verdict(row)) for row in rows]
 
 

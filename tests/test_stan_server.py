@@ -14,14 +14,17 @@ from pathlib import Path
 import pytest
 
 from conformance import streaming as pb
+from conformance import streaming_client as sc
+from conformance import vectors
 from conformance.streaming_server import Outbound, StreamingServerModel
 from harness import cli
+from harness.clients import streaming_clients
 from harness.clients.streaming import (
     SERVER_CHECKS,
     Observation,
     StreamingBridge,
     _verdict,
-    build_node_scenario,
+    client_case_id,
     run_server_session,
     run_stan_server_checks,
 )
@@ -111,11 +114,14 @@ def test_launch_binds_loopback_and_stop_leaves_nothing(stan: stan_server.StanSer
 def test_rows_against_the_real_server(
     stan: stan_server.StanServerTarget, nats_server: RunningServer, tmp_path: Path
 ) -> None:
-    node = build_node_scenario()[0] if shutil.which("npm") else None
+    node = streaming_clients.parse_spec("client:node-nats-streaming")
+    cases = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases if c.kind == sc.KIND]
+    if "client:node-nats-streaming" not in streaming_clients.available():
+        node = None
     results = tmp_path / "results.jsonl"
     with ResultsWriter(results) as writer:
         rows = run_stan_server_checks(
-            stan, nats_server, writer, RunContext("r", "s", "v"), node=node
+            stan, nats_server, writer, RunContext("r", "s", "v"), client=node, cases=cases
         )
     assert rows == list(read_rows(results))
     by_id = {row.case_id: row for row in rows}
@@ -125,8 +131,10 @@ def test_rows_against_the_real_server(
     }
     judged = [r for r in rows if r.level in ("must", "should")]
     assert all(r.outcome == "pass" for r in judged), [(r.case_id, r.message) for r in judged]
-    if node:
-        assert len([c for c in by_id if ".node-nats-streaming." in c]) == 8
+    if node:  # the streaming.client vectors as node-nats-streaming reports them
+        assert {c for c in by_id if ".node-nats-streaming." in c} == {
+            client_case_id("node-nats-streaming", c) for c in cases
+        }
     # Where the two servers answer differently, the row says what each answered.
     duplicate = by_id["streaming.server.connect.duplicate-client-id"].message
     assert "stan: clientID already registered" in duplicate

@@ -6,7 +6,8 @@ publishes what ``conformance.streaming_server`` answers. The bridge only moves b
 reference parser and encoder frame them. harness.streaming_clients runs the streaming client
 libraries through it (the streaming.client vectors). The server checks speak the protocol
 themselves (``StanSession``) and run the same session against both servers, so each row of the
-real server says where the two differ.
+real server says where the two differ; node-nats-streaming's run of the streaming.client vectors
+against each server (``run_stan_server_checks``) is compared the same way.
 """
 
 from __future__ import annotations
@@ -19,32 +20,30 @@ import threading
 import time
 import uuid
 import venv
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from conformance import protocol as p
 from conformance import streaming as pb
+from conformance import vectors
 from conformance.streaming import DecodeError, StartPosition
-from conformance.streaming_server import Stored, StreamingServerModel, replay
+from conformance.streaming_server import Outbound, Stored, StreamingServerModel, replay
 from conformance.vectors import Source
+from harness.clients.driver import DriverError
+from harness.clients.targets import ClientError
 from harness.results import ResultRow, ResultsWriter, RunContext
 from harness.runtime.limits import READ_LIMITS
 from harness.runtime.state import DEFAULT_STATE_DIR
 from harness.servers.specs import RunningServer
 from harness.servers.stan import NAME, StanServerTarget
 
-SCENARIO_DIR = Path(__file__).resolve().parents[1] / "drivers" / "node-nats-streaming"
-SCENARIO_TIMEOUT = 60.0
+if TYPE_CHECKING:  # streaming_clients imports this module's bridge
+    from harness.clients.streaming_clients import StreamingClient
+
 PYTHON_CLIENT = "asyncio-nats-streaming==0.4.0"
-# scenario step -> (StartPosition the client must request, other fields it must set)
-START_POSITIONS: dict[str, tuple[StartPosition, dict[str, int]]] = {
-    "time-delta": (StartPosition.TIME_DELTA_START, {"start_time_delta": 1_000_000_000}),
-    "new-only": (StartPosition.NEW_ONLY, {}),
-    "last-received": (StartPosition.LAST_RECEIVED, {}),
-    "sequence": (StartPosition.SEQUENCE_START, {"start_sequence": 2}),
-    "first": (StartPosition.FIRST, {}),
-}
 
 
 class StreamingBridge:
@@ -56,6 +55,8 @@ class StreamingBridge:
         self._sock = socket.create_connection((server.host, server.port), timeout=5)
         self._parser = p.Parser(p.Direction.SERVER, limits=READ_LIMITS)
         self._stop = threading.Event()
+        self._inject: dict[str, tuple[bytes, bool]] = {}
+        self._send_lock = threading.Lock()  # publish() writes from the caller's thread
         first = self._read()
         if not first or not isinstance(first[0], p.Info):
             raise ConnectionError(f"no INFO from {server.url}: {first!r}")
@@ -76,7 +77,8 @@ class StreamingBridge:
         self._thread.start()
 
     def _send(self, ops: list[p.Op]) -> None:
-        self._sock.sendall(b"".join(p.encode(op) for op in ops))  # type: ignore[misc]
+        with self._send_lock:
+            self._sock.sendall(b"".join(p.encode(op) for op in ops))  # type: ignore[misc]
 
     def _read(self) -> list[p.Event]:
         data = self._sock.recv(65536)
@@ -96,11 +98,30 @@ class StreamingBridge:
                 if isinstance(event, p.Ping):
                     self._send([p.Pong()])
                 elif isinstance(event, p.Msg):
-                    with self.lock:
-                        out = self.model.handle(
-                            event.subject, event.reply, event.payload, time.time_ns()
-                        )
-                    self._send([p.Pub(o.subject, o.reply, o.payload) for o in out])
+                    self._send([p.Pub(o.subject, o.reply, o.payload) for o in self._answer(event)])
+
+    def _answer(self, event: p.Msg) -> list[Outbound]:
+        """The model's answer, or the bytes ``answer_with`` set for that request instead of
+        (or before) it."""
+        with self.lock:
+            out = self.model.handle(event.subject, event.reply, event.payload, time.time_ns())
+            name = self.model.received[-1][0] if self.model.received else ""
+            injected = self._inject.pop(name, None) if event.reply else None
+        if injected is None:
+            return out
+        payload, keep = injected
+        kept = [o for o in out if keep or o.subject != event.reply]
+        return [Outbound(event.reply, None, payload), *kept]  # type: ignore[arg-type]
+
+    def answer_with(self, request: str, payload: bytes, *, keep: bool = False) -> None:
+        """Answer the next ``request`` (a message name) with ``payload``; ``keep``: send the
+        model's own answer after it (so a client that drops ``payload`` still gets one)."""
+        with self.lock:
+            self._inject[request] = (payload, keep)
+
+    def publish(self, subject: str, payload: bytes) -> None:
+        """Publish raw bytes (a MsgProto the model did not make, say) on the NATS server."""
+        self._send([p.Pub(subject, None, payload)])
 
     def close(self) -> None:
         self._stop.set()
@@ -112,24 +133,6 @@ class StreamingBridge:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def build_node_scenario(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[list[str], str]:
-    """Install node-nats-streaming into the cache once; the fixed scenario the streaming server
-    checks run (``scenario``, beside the driver), and the library version."""
-    out = state_dir / "drivers" / "node-nats-streaming"
-    if not (out / "scenario").exists():
-        subprocess.run(
-            ["bash", str(SCENARIO_DIR / "build.sh"), str(SCENARIO_DIR), str(out)],
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    package = json.loads(
-        (out / "node_modules" / "node-nats-streaming" / "package.json").read_text()
-    )
-    return [str(out / "scenario")], package["version"]
 
 
 def try_python_client(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[str, str]:
@@ -819,97 +822,6 @@ def reference_session(server: RunningServer) -> tuple[dict[str, Observation], li
         return run_server_session(server.host, server.port, model.cluster_id)
 
 
-# node-nats-streaming's scenario against a streaming server: what the documents make the server
-# answer, as the client reports it. The expectation is the reference's replay of the scenario's
-# timeline (m1, then m2 and m3 1.2 s later, each subscription right after).
-NODE_CHECKS: dict[str, ServerCheck] = {
-    "streaming.server.node-nats-streaming.connect": SERVER_CHECKS["streaming.server.connect"],
-    "streaming.server.node-nats-streaming.publish": SERVER_CHECKS[
-        "streaming.server.publish.puback"
-    ],
-    **{
-        f"streaming.server.node-nats-streaming.start-position.{step}": SERVER_CHECKS[
-            f"streaming.server.start-position.{step}"
-        ]
-        for step in START_POSITIONS
-    },
-    "streaming.server.node-nats-streaming.close": SERVER_CHECKS["streaming.server.close"],
-}
-
-
-def scenario_expected() -> dict[str, list[int]]:
-    """The sequences the scenario's subscriptions must get, by the reference's replay."""
-    channel = [Stored(seq, "orders", "", f"m{seq}".encode(), ts)
-               for seq, ts in ((1, 0), (2, 1_200_000_000), (3, 1_200_000_000))]  # fmt: skip
-    return {
-        step: [
-            m.sequence
-            for m in replay(
-                channel,
-                pb.SubscriptionRequest(start_position=position, **fields),  # type: ignore[arg-type]
-                1_250_000_000,
-            )
-        ]
-        for step, (position, fields) in START_POSITIONS.items()
-    }
-
-
-def node_observations(steps: dict[str, dict], stderr: str) -> dict[str, Observation]:
-    """NODE_CHECKS judged from the steps node-nats-streaming reported."""
-    if "connect" not in steps:
-        reason = f"not run: the scenario did not connect: {stderr.strip()[-400:]}"
-        return {case: Observation("", error=reason) for case in NODE_CHECKS}
-    prefix = "streaming.server.node-nats-streaming"
-    obs = {}
-    for step in ("connect", "close"):
-        reported = steps.get(step)
-        ok = bool(reported and reported.get("ok") is True)
-        obs[f"{prefix}.{step}"] = Observation(
-            f"the client reported {reported}", None if ok else f"the client's {step} failed"
-        )
-    acks = steps.get("publish", {}).get("acks", [])
-    errors = [a.get("error") for a in acks]
-    ok = len(acks) == 3 and all(a.get("guid") for a in acks) and not any(errors)
-    obs[f"{prefix}.publish"] = Observation(
-        f"{len(acks)} PubAcks, errors {errors}",
-        None if ok else "expected three PubAcks with no error",
-    )
-    for step, expected in scenario_expected().items():
-        reported = steps.get(f"start-position.{step}", {})
-        got = [m.get("sequence") for m in reported.get("messages", [])]
-        obs[f"{prefix}.start-position.{step}"] = Observation(
-            f"the client received sequences {got}"
-            + (f" ({reported['error']})" if reported.get("error") else ""),
-            None if got == expected else f"expected sequences {expected}",
-        )
-    return obs
-
-
-def run_command(
-    command: list[str], url: str, cluster_id: str, client_id: str
-) -> tuple[dict[str, dict], str]:
-    """Run a streaming client scenario: its steps by name, and its stderr."""
-    try:
-        done = subprocess.run(
-            [*command, url, cluster_id, client_id],
-            capture_output=True,
-            text=True,
-            timeout=SCENARIO_TIMEOUT,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        return {}, f"the scenario took more than {SCENARIO_TIMEOUT:g} s: {exc.stderr!r}"
-    steps = {}
-    for line in done.stdout.splitlines():
-        try:
-            step = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(step, dict) and "step" in step:
-            steps[step["step"]] = step
-    return steps, done.stderr
-
-
 def _verdict(
     check: ServerCheck, real: Observation, ref: Observation | None, name: str
 ) -> tuple[str, str]:
@@ -932,33 +844,78 @@ def _verdict(
     return ("fail" if problem else "pass"), "; ".join(parts)
 
 
+def client_case_id(library: str, case: vectors.Case) -> str:
+    """The row of a streaming.client case a library takes against a streaming server target."""
+    return f"streaming.server.{library}.{case.id.removeprefix('streaming.client.')}"
+
+
+def _client_observations(
+    client: StreamingClient, cases: Sequence[vectors.Case], session: Callable[[], Any]
+) -> dict[str, Observation]:
+    """Each streaming.client case's steps through ``client`` against a fresh streaming server
+    (``session()``: a context giving its (url, cluster id)), judged as the server's answer."""
+    from harness.clients import streaming_clients  # it imports this module's bridge
+
+    observed = {}
+    for case in cases:
+        started = time.monotonic()
+        case_id = client_case_id(client.library.name, case)
+        try:
+            with session() as (url, cluster_id):
+                answer, problem = streaming_clients.server_observation(
+                    client, url, cluster_id, case
+                )
+        except (DriverError, ClientError, OSError) as exc:
+            observed[case_id] = Observation("", error=f"not run: {type(exc).__name__}: {exc}")
+            continue
+        ms = (time.monotonic() - started) * 1000
+        observed[case_id] = Observation(answer, problem, ms=ms)
+    return observed
+
+
 def run_stan_server_checks(
     target: StanServerTarget,
     reference: RunningServer,
     writer: ResultsWriter,
     ctx: RunContext,
     *,
-    node: list[str] | None = None,
+    client: StreamingClient | None = None,
+    cases: Sequence[vectors.Case] = (),
     on_row: Callable[[ResultRow], None] = lambda r: None,
 ) -> list[ResultRow]:
-    """The raw-protocol checks and (``node``: the scenario's command) node-nats-streaming's
-    scenario against a launched real streaming server, each compared with the reference
-    streaming server bridged onto ``reference`` (a nats-server)."""
+    """The raw-protocol checks and (with ``client``) the streaming.client ``cases`` taken by a
+    streaming client library against a launched real streaming server, each compared with the
+    reference streaming server bridged onto ``reference`` (a nats-server). A case gets a fresh
+    server of each kind, as the vectors assume."""
     cluster_id = "nats-conformance"
+
+    @contextmanager
+    def real_server() -> Iterator[tuple[str, str]]:
+        with target.launch(cluster_id) as real:
+            yield real.url, cluster_id
+
+    @contextmanager
+    def reference_server() -> Iterator[tuple[str, str]]:
+        with StreamingBridge(reference, StreamingServerModel(cluster_id=cluster_id)):
+            yield reference.url, cluster_id
+
     with target.launch(cluster_id) as real:
         observed, transcript = run_server_session(real.host, real.port, cluster_id)
-        if node:
-            observed |= node_observations(*run_command(node, real.url, cluster_id, "node-1"))
     expected, _ = reference_session(reference)
-    if node:
-        model = StreamingServerModel()
-        with StreamingBridge(reference, model):
-            steps = run_command(node, reference.url, model.cluster_id, "node-1")
-        expected |= node_observations(*steps)
+    checks = dict(SERVER_CHECKS)
+    if client is not None:
+        observed |= _client_observations(client, cases, real_server)
+        expected |= _client_observations(client, cases, reference_server)
+        checks |= {
+            client_case_id(client.library.name, case): ServerCheck(
+                case.level, case.source, case.data["description"]
+            )
+            for case in cases
+        }
     name = f"{NAME} {target.version()}"
     rows = []
     for case_id, real_obs in observed.items():
-        check = SERVER_CHECKS.get(case_id) or NODE_CHECKS[case_id]
+        check = checks[case_id]
         outcome, message = _verdict(check, real_obs, expected.get(case_id), name)
         row = ctx.row(
             target=target.name,

@@ -8,8 +8,11 @@ case the harness starts a driver and a fresh reference streaming server
 (conformance.streaming_server) bridged onto a real nats-server (harness.streaming
 .StreamingBridge), takes the case's steps through the driver, and hands what the client sent
 (as the reference decoded it) and reported to conformance.streaming_client.judge: this module
-only executes. One row per (client, case); streaming.encode/decode cases get one skip row each
-(no driver command reaches a library's codec on its own).
+only executes. One row per (client, case). The codec cases go through sessions too
+(conformance.streaming_codec_client): an encode case of a client message as ``<id>@send`` (the
+library made to send it with the case's values), a decode case of a server message as
+``<id>@receive`` (its bytes delivered where the library expects that message; for bytes the
+documents reject also ``<id>@receive-survives``, must: the library neither crashes nor hangs).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from __future__ import annotations
 import base64
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance import streaming as pb
 from conformance import streaming_client as sc
+from conformance import streaming_codec_client as scc
 from conformance import vectors
 from conformance.streaming_server import StreamingServerModel
 from harness.clients.checks import CheckResult
@@ -46,12 +51,7 @@ HELLO_TIMEOUT = 30.0  # seconds a fresh driver has to answer hello (a JVM starts
 STEP_TIMEOUT = 10.0  # seconds one step may take through the driver
 DELIVERY_WAIT = 5.0  # seconds the harness waits for the deliveries a case expects
 QUIET = 0.2  # seconds without events taken to mean no more deliveries are coming
-CODEC_KINDS = ("streaming.encode", "streaming.decode")
-NO_CODEC_PATH = (
-    "no path reaches this case: the streaming driver protocol asks a library to take steps, "
-    "not to encode or decode one message, and the libraries keep their protobuf codec internal; "
-    "what a client encodes and decodes is judged by the streaming.client cases"
-)
+CLUSTER_ID = "nats-conformance"  # every session's: the cluster the reference serves
 # Step options and the hello capability each needs.
 _NEEDS = {"queue": "queue_group", "durable_name": "durable_name", "manual_ack": "manual_ack",
           "ack_wait_s": "ack_wait", "max_in_flight": "max_in_flight"}  # fmt: skip
@@ -140,13 +140,20 @@ def _subscribe_args(step: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Session:
-    """One case's steps through one driver, collecting what the client reports."""
+    """A session's steps (streaming.client ``input``) through one driver, collecting what the
+    client reports."""
 
-    def __init__(self, driver: StanDriverProcess, client: StreamingClient, case: vectors.Case):
+    def __init__(
+        self,
+        driver: StanDriverProcess,
+        client: StreamingClient,
+        inp: dict[str, Any],
+        exp: dict[str, Any],
+    ) -> None:
         self.d = driver
         self.client = client
-        self.inp = case.data["input"]
-        self.exp = case.data["expect"]
+        self.inp = inp
+        self.exp = exp
         self.observed = sc.Observed()
         self.handles: dict[str, str] = {}  # driver handle -> the case's subscription name
 
@@ -213,56 +220,277 @@ class _Session:
         return sc.Reported(reply.ok, error=reply.error_message)
 
 
-def run_case(client: StreamingClient, server: RunningServer, case: vectors.Case) -> CheckResult:
-    """One streaming.client case against one library, as a row."""
+# --- running a session ---------------------------------------------------------------------------
+
+Rows = list[tuple[str, str, str, str]]  # (row id, level, outcome, message)
+
+
+def _run(
+    client: StreamingClient,
+    server: RunningServer,
+    case: vectors.Case,
+    row_id: str,
+    body: Callable[[StanDriverProcess, StreamingBridge, StreamingServerModel], Rows],
+    cluster_id: str = CLUSTER_ID,
+) -> list[CheckResult]:
+    """``body`` with a started driver and a fresh reference streaming server bridged onto
+    ``server``; a library that crashes or hangs fails ``row_id`` unless ``body`` judged that."""
     started = time.monotonic()
-    model = StreamingServerModel(cluster_id=case.data["input"]["cluster_id"])
+    model = StreamingServerModel(cluster_id=cluster_id)
     transcript = ""
     try:
         with StreamingBridge(server, model) as bridge, client.driver() as driver:
-            session = _Session(driver, client, case)
             try:
-                for step in case.data["input"]["steps"]:
-                    reported = session.step(step, server.url)
-                    session.observed.steps.append(reported)
-                    if not reported.ok:
-                        break
+                rows = body(driver, bridge, model)
             finally:
                 transcript = driver.transcript.text()
-            with bridge.lock:
-                session.observed.sent = list(model.received)
-                session.observed.ack_inboxes = list(model.ack_inboxes)
-        problems = sc.judge(case.data["input"], case.data["expect"], session.observed)
-        outcome, message = ("fail", "; ".join(problems)) if problems else ("pass", "")
     except Skip as exc:
-        outcome, message = "skip", str(exc)
+        rows = [(row_id, case.level, "skip", str(exc))]
     except DriverError as exc:
         # A library that crashes or hangs fails the case; a driver breaking the protocol is ours.
         outcome = "error" if exc.cause == "broken" else "fail"
-        message = f"the library {exc.cause} (driver: {exc})"
+        rows = [(row_id, case.level, outcome, f"the library {exc.cause} (driver: {exc})")]
     except (ClientError, OSError) as exc:
-        outcome, message = "error", f"{type(exc).__name__}: {exc}"
+        rows = [(row_id, case.level, "error", f"{type(exc).__name__}: {exc}")]
     ms = (time.monotonic() - started) * 1000
-    return _result(case, outcome, message, ms, transcript if outcome in ("fail", "error") else "")
+    return [
+        _result(case, outcome, message, ms,
+                transcript if outcome in ("fail", "error") else "", row_id=rid, level=level)
+        for rid, level, outcome, message in rows
+    ]  # fmt: skip
+
+
+def _take_steps(
+    session: _Session, url: str, after: Callable[[dict[str, Any]], None] = lambda s: None
+) -> None:
+    """The session's steps, up to the first that fails; ``after`` runs after each one."""
+    for step in session.inp["steps"]:
+        reported = session.step(step, url)
+        session.observed.steps.append(reported)
+        if not reported.ok:
+            return
+        after(step)
+
+
+def run_case(client: StreamingClient, server: RunningServer, case: vectors.Case) -> CheckResult:
+    """One streaming.client case against one library, as a row."""
+
+    def body(driver: StanDriverProcess, bridge: StreamingBridge, model: Any) -> Rows:
+        session = _Session(driver, client, case.data["input"], case.data["expect"])
+        _take_steps(session, server.url)
+        with bridge.lock:
+            session.observed.sent = list(model.received)
+            session.observed.ack_inboxes = list(model.ack_inboxes)
+        problems = sc.judge(case.data["input"], case.data["expect"], session.observed)
+        return [(case.id, case.level, "fail" if problems else "pass", "; ".join(problems))]
+
+    [row] = _run(client, server, case, case.id, body, case.data["input"]["cluster_id"])
+    return row
+
+
+def _sent(model: StreamingServerModel, lock: Any, name: str) -> list[Any]:
+    with lock:
+        return [m for n, m in model.received if n == name]
+
+
+def _wait(done: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def run_send(client: StreamingClient, server: RunningServer, case: vectors.Case) -> CheckResult:
+    """``<id>@send``: the library sends the encode case's message with the case's values."""
+    row_id = f"{case.id}@send"
+    inp = case.data["input"]
+    try:
+        plan = scc.send_session(inp["message"], inp["fields"])
+    except scc.Unreachable as exc:
+        return _result(case, "skip", str(exc), 0.0, row_id=row_id)
+
+    def body(driver: StanDriverProcess, bridge: StreamingBridge, model: Any) -> Rows:
+        session = _Session(driver, client, plan.input, plan.expect)
+
+        def deliver(step: dict[str, Any]) -> None:
+            if plan.deliver is None or step["do"] != "subscribe":
+                return
+            [request, *_] = _sent(model, bridge.lock, "SubscriptionRequest")
+            bridge.publish(request.inbox, pb.encode(plan.deliver))  # the library acks it
+            _wait(lambda: bool(_sent(model, bridge.lock, "Ack")), DELIVERY_WAIT)
+
+        _take_steps(session, server.url, deliver)
+        with bridge.lock:
+            session.observed.sent = list(model.received)
+        sent = any(n == inp["message"] for n, _ in session.observed.sent)
+        failed = next((r for r in session.observed.steps if not r.ok), None)
+        if not sent and failed is not None:
+            raise Skip(f"the library refused the values: {failed.error}")
+        problems = sc.sent_problems(plan.expect, session.observed, [])
+        if problems and not sent:  # what the library said instead
+            steps = zip(plan.input["steps"], session.observed.steps, strict=False)
+            did = [f"{s['do']} {'ok' if r.ok else f'failed ({r.error})'}" for s, r in steps]
+            problems.append(f"its steps: {', '.join(did)}")
+        return [(row_id, case.level, "fail" if problems else "pass", "; ".join(problems))]
+
+    [row] = _run(client, server, case, row_id, body)
+    return row
+
+
+AFTER = pb.MsgProto(1000, scc.SUBJECT, data=b"after", timestamp=1)  # proves the library lives
+
+
+def _reported(event: dict[str, Any]) -> scc.ReportedMessage:
+    return scc.ReportedMessage(event["sequence"], event["subject"],
+                               base64.b64decode(event["data_b64"]), event["redelivered"],
+                               event["timestamp"])  # fmt: skip
+
+
+def _survival(driver: StanDriverProcess, arrived: bool = True) -> tuple[str, str]:
+    """Whether the library lived through the bytes: its driver still answers (and, for a
+    MsgProto, the valid message delivered after them arrived)."""
+    try:
+        driver.call("hello", timeout=STEP_TIMEOUT)
+    except DriverError as exc:
+        return "fail", f"the library {exc.cause} after the bytes (driver: {exc})"
+    if not arrived:
+        return "fail", "the valid MsgProto delivered after the bytes never arrived"
+    return "pass", "the library went on working"
+
+
+def run_receive(
+    client: StreamingClient, server: RunningServer, case: vectors.Case
+) -> list[CheckResult]:
+    """``<id>@receive`` (and for bytes the case rejects, ``<id>@receive-survives``, must):
+    the decode case's bytes delivered to the library where it expects that message."""
+    row_id = f"{case.id}@receive"
+    inp, exp = case.data["input"], case.data["expect"]
+    try:
+        plan = scc.receive_plan(inp, exp)
+    except scc.Unreachable as exc:
+        return [_result(case, "skip", str(exc), 0.0, row_id=row_id)]
+    invalid = "error" in exp
+
+    def body(driver: StanDriverProcess, bridge: StreamingBridge, model: Any) -> Rows:
+        session_input = {"cluster_id": CLUSTER_ID, "client_id": scc.CLIENT_ID,
+                         "steps": plan.steps}  # fmt: skip
+        session = _Session(driver, client, session_input, {})
+        if plan.request:
+            bridge.answer_with(plan.request, plan.payload, keep=plan.keep)
+        try:
+            verdict, arrived = _receive(session, bridge, model, plan, exp, server.url)
+        except DriverError as exc:
+            said = f"the library {exc.cause} (driver: {exc})"
+            if not invalid:
+                raise
+            return [(row_id, case.level, "pass", f"not reported as a message or answer: {said}"),
+                    (f"{row_id}-survives", "must", "fail", said)]  # fmt: skip
+        rows = [(row_id, case.level, *verdict)]
+        if invalid:
+            rows.append((f"{row_id}-survives", "must", *_survival(driver, arrived)))
+        return rows
+
+    return _run(client, server, case, row_id, body)
+
+
+def _receive(
+    session: _Session,
+    bridge: StreamingBridge,
+    model: StreamingServerModel,
+    plan: scc.ReceivePlan,
+    exp: dict[str, Any],
+    url: str,
+) -> tuple[tuple[str, str], bool]:
+    """(outcome, message) of the @receive row, and whether the MsgProto after the bytes came."""
+    _take_steps(session, url)
+    steps, reported = session.inp["steps"], session.observed.steps
+    setup_failed = next((r for s, r in zip(steps[:-1], reported, strict=False) if not r.ok), None)
+    if setup_failed or (plan.request is None and len(reported) < len(steps)):
+        failed = setup_failed or reported[-1]
+        return ("fail", f"a step before the bytes failed: {failed.error}"), True
+    if plan.request is not None:
+        last = reported[-1]
+        detail = ""
+        if plan.keep:  # a PubAck: the publish must report the guid of its own PubMsg
+            guids = [m.guid for m in _sent(model, bridge.lock, "PubMsg") if hasattr(m, "guid")]
+            if last.guid not in guids:
+                detail = f"it reported guid {last.guid!r}, its PubMsg's is {guids}"
+        events = session.d.events(timeout=QUIET)  # an error the library reports on its own
+        said = "; ".join(str(e.get("message")) for e in events if e["event"] == "error")
+        problems = scc.answer_problems(_ANSWER_OF[plan.request], exp, last.ok, last.error,
+                                       detail, said)  # fmt: skip
+        did = f"the step {'succeeded' if last.ok else f'failed ({last.error})'}"
+        did += f"; the library reported: {said}" if said else ""
+        return (("fail", "; ".join(problems)) if problems else ("pass", did)), True
+    [request] = _sent(model, bridge.lock, "SubscriptionRequest")
+    bridge.publish(request.inbox, plan.payload)
+    bridge.publish(request.inbox, pb.encode(AFTER))
+    got: list[dict[str, Any]] = []
+    deadline = time.monotonic() + DELIVERY_WAIT
+    while not any(e.get("data_b64") == _AFTER_B64 for e in got):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        got += session.d.events(timeout=remaining, count=1)
+    messages = [_reported(e) for e in got if e["event"] == "message"]
+    first = next((m for m in messages if m.data != AFTER.data), None)
+    said = "; ".join(str(e.get("message")) for e in got if e["event"] == "error")
+    problems = scc.delivery_problems(exp, first, said)
+    shown = f"reported {first}" if first else f"reported no message ({said or 'no error'})"
+    verdict = ("fail", "; ".join(problems)) if problems else ("pass", shown)
+    return verdict, any(m.data == AFTER.data for m in messages)
+
+
+_ANSWER_OF = {request: answer for answer, request in scc.ANSWERS.items()}
+_AFTER_B64 = base64.b64encode(AFTER.data).decode()
 
 
 def _result(
-    case: vectors.Case, outcome: str, message: str, ms: float, transcript: str = ""
+    case: vectors.Case,
+    outcome: str,
+    message: str,
+    ms: float,
+    transcript: str = "",
+    *,
+    row_id: str | None = None,
+    level: str | None = None,
 ) -> CheckResult:
     return CheckResult(
-        case.id, case.level, case.source, outcome, message, round(ms, 3), transcript,
-        f"{case.data['description']} (vector {case.id})", group=case.group,
+        row_id or case.id, level or case.level, case.source, outcome, message, round(ms, 3),
+        transcript, f"{case.data['description']} (vector {case.id})", group=case.group,
     )  # fmt: skip
 
 
 def run_streaming_client_vectors(
     client: StreamingClient, server: RunningServer, cases: list[vectors.Case]
 ) -> Iterator[CheckResult]:
-    """Every client-role streaming case against one library, each row as soon as known."""
+    """Every client-role streaming case against one library, each row as soon as known:
+    streaming.client cases as sessions, encode cases ``@send``, decode cases ``@receive``."""
     for case in cases:
         if "client" not in case.roles:
             continue
         if case.kind == sc.KIND:
             yield run_case(client, server, case)
-        elif case.kind in CODEC_KINDS:
-            yield _result(case, "skip", NO_CODEC_PATH, 0.0)
+        elif case.kind == "streaming.encode":
+            yield run_send(client, server, case)
+        elif case.kind == "streaming.decode":
+            yield from run_receive(client, server, case)
+
+
+# --- a real streaming server, as the client reports it ------------------------------------------
+
+
+def server_observation(
+    client: StreamingClient, url: str, cluster_id: str, case: vectors.Case
+) -> tuple[str, str | None]:
+    """The case's steps against the streaming server at ``url``: what the client reported,
+    and why the server's part of the case (every step succeeds, ``received``) does not hold.
+    What the client sent is the client's part, judged by its own rows."""
+    with client.driver() as driver:
+        session = _Session(driver, client, {**case.data["input"], "cluster_id": cluster_id},
+                           case.data["expect"])  # fmt: skip
+        _take_steps(session, url)
+    server_part = {"received": case.data["expect"].get("received", {})}
+    problems = sc.judge(case.data["input"], server_part, session.observed)
+    steps = ", ".join("ok" if r.ok else f"failed ({r.error})" for r in session.observed.steps)
+    got = "; ".join(f"{sub}: {sc.show(d)}" for sub, d in sorted(session.observed.received.items()))
+    return f"steps {steps}; received {got or 'nothing'}", "; ".join(problems) or None

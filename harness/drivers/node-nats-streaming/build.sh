@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # build.sh SOURCE_DIR OUT_DIR: install node-nats-streaming (pinned) with the driver
-# (nats-conformance-stan-driver/1) and the older fixed scenario the streaming server checks run.
+# (nats-conformance-stan-driver/1).
 set -euo pipefail
 src="$1"; mkdir -p "$2"; out="$(cd "$2" && pwd)"
 version="${LIBRARY_VERSION:-0.3.2}"
-cp "$src/driver.js" "$src/scenario.js" "$out/"
+cp "$src/driver.js" "$out/"
 cd "$out"
 [ -f package.json ] || echo '{"name": "nats-conformance-stan-driver", "private": true}' > package.json
 npm install --no-audit --no-fund --loglevel=error "node-nats-streaming@$version" >/dev/null
 printf '#!/bin/sh\nexec node "%s/driver.js" "$@"\n' "$out" > run
-printf '#!/bin/sh\nexec node "%s/scenario.js" "$@"\n' "$out" > scenario
-chmod +x run scenario
+chmod +x run
 echo '{"id":1,"cmd":"hello"}' | ./run | grep -q '"protocol":"nats-conformance-stan-driver/1"' || {
     echo "build.sh: the driver did not answer hello" >&2; exit 1; }

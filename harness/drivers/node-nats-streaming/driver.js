@@ -115,11 +115,11 @@ const commands = {
   },
   close: async () => {
     const conn = connected();
+    sc = null; // closed either way: the library hands a CloseResponse's error to 'close'
     await within(5000, 'close', (done) => {
-      conn.once('close', () => done(null));
+      conn.once('close', (err) => done(err ? new Failure('protocol', String(err)) : null));
       conn.close();
     });
-    sc = null;
     return {};
   },
   exit: async () => ({}),

@@ -60,6 +60,10 @@ type subscription struct {
 	pending map[uint64]*stan.Msg
 }
 
+// protocol is the real stdout: stan.go prints what it drops (a malformed MsgProto or PubAck)
+// with fmt.Printf, so main points os.Stdout at stderr to keep those lines off the protocol.
+var protocolOut = os.Stdout
+
 type driver struct {
 	out     sync.Mutex
 	conn    stan.Conn
@@ -75,7 +79,7 @@ func (d *driver) write(v any) {
 	}
 	d.out.Lock()
 	defer d.out.Unlock()
-	os.Stdout.Write(append(line, '\n'))
+	protocolOut.Write(append(line, '\n'))
 }
 
 func (d *driver) connected() (stan.Conn, error) {
@@ -235,6 +239,7 @@ func (d *driver) run(r *request) (map[string]any, error) {
 }
 
 func main() {
+	os.Stdout = os.Stderr
 	d := &driver{subs: map[string]*subscription{}}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 64<<20)

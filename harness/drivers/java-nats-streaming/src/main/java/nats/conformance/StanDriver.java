@@ -14,6 +14,7 @@ import io.nats.streaming.SubscriptionOptions;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.Base64;
@@ -134,8 +135,9 @@ public final class StanDriver {
                 Sub s = new Sub();
                 io.nats.streaming.MessageHandler handler = m -> {
                     s.pending.put(m.getSequence(), m);
+                    // MsgProto.sequence is a uint64 that Java's long holds signed: written unsigned.
                     write(JSON.createObjectNode().put("event", "message").put("sub", name)
-                        .put("sequence", m.getSequence()).put("subject", m.getSubject())
+                        .put("sequence", new BigInteger(Long.toUnsignedString(m.getSequence()))).put("subject", m.getSubject())
                         .put("data_b64", Base64.getEncoder().encodeToString(m.getData()))
                         .put("redelivered", m.isRedelivered()).put("timestamp", m.getTimestamp()));
                 };
