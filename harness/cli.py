@@ -80,7 +80,7 @@ def _documents(spec: Path | None) -> dict[str, str] | None:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `vectors check` must work without the server-side dependencies.
-    from harness import runner, targets
+    from harness import clients, runner, targets
 
     paths = [Path(p) for p in args.vectors or []] or [vectors.BUNDLED_DIR]
     missing = [p for p in paths if not p.exists()]
@@ -95,7 +95,8 @@ def _run(args: argparse.Namespace) -> int:
         baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
         parsed = [targets.parse_spec(spec) for spec in specs]
         _check_stan_specs(stan_specs)
-    except (BaselineError, targets.TargetError) as exc:
+        args.client = clients.expand_series(args.client or [])
+    except (BaselineError, targets.TargetError, clients.ClientError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
     cases, loaded = runner.load_server_cases(paths)
@@ -430,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help="a client library (repeatable): client:LIBRARY[==VERSION], container:client:LIBRARY, "
-        f"{STREAMING_CLIENT}; see `nats-conformance targets`",
+        f"'client:LIBRARY==*' (its release series), {STREAMING_CLIENT}; see "
+        "`nats-conformance targets`",
     )
     run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
     run.add_argument(
