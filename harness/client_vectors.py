@@ -47,7 +47,7 @@ from harness.client_checks import (
 from harness.driver import DriverError, DriverReply
 from harness.fake_server import FakeConnection, hmsg_op, msg_op
 from harness.fake_server import encode as encode_op
-from harness.patience import LOOK_FLOOR, QUIET_FLOOR, RoundTrips, patience
+from harness.patience import QUIET_FLOOR, RoundTrips, look_for_more, patience
 
 if TYPE_CHECKING:
     from harness.clients import ClientTarget
@@ -59,7 +59,6 @@ REFUSALS = frozenset({"refused", "invalid", "protocol", "other"})
 TROUBLE = frozenset({"connection", "timeout"})
 HEADERS_SUBJECT = "conformance.headers"
 AFTER = b"after"  # payload of the MSG sent behind a header block: its delivery proves survival
-REQUEST_TIMEOUT_MS = int(STEP * 1000)
 
 
 @dataclass(frozen=True)
@@ -353,11 +352,16 @@ def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     link = r.link("request", reactions=[_answer_requests(HEADER)])
     conn, _ = link.get()
     after = conn.count()
+    # The fake server answers at once; the answer is not judged (what went out is), so the
+    # library's own timeout follows the requests answered so far.
+    started = time.monotonic()
     answer = r.s.call(
         "request", subject=inp["subject"], headers=None, payload_b64="",
-        timeout_ms=REQUEST_TIMEOUT_MS, timeout=2 * STEP,
+        timeout_ms=int(patience(r.round_trips.typical(), STEP) * 1000), timeout=2 * STEP,
     )  # fmt: skip
-    if not answer.ok and answer.error_type == "timeout":
+    if answer.ok:
+        r.round_trips.add(time.monotonic() - started)
+    elif answer.error_type == "timeout":
         answer = DriverReply(True, {}, None, None)  # judged by what went out, not the answer
     sent = _wire_subject(r, link, conn, after, answer, protocol.Pub | protocol.HPub, "subject")
     yield "request", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
@@ -458,6 +462,7 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
         r.s.discard_events()
         after = conn.count()
         conn.send(vectors.decode_bytes(inp["bytes"], "input.bytes"))
+        sent = time.monotonic()
         probed = not expect.get("incomplete", False)
         pings = sum(1 for e in expect["events"] if e.get("op") == "PING")
         if probed:
@@ -467,7 +472,7 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
             # Anything of an unfinished operation delivered shows by then.
             time.sleep(patience(rtt, QUIET, QUIET_FLOOR))
         wanted = len(judge.expected_deliveries(expect["events"]))
-        seen = _settle_deliveries(r, wanted, patience(rtt, QUIET), patience(rtt, 0.05, LOOK_FLOOR))
+        seen = _settle_deliveries(r, wanted, patience(rtt, QUIET), sent)
         reaction = judge.Reaction(
             delivered=tuple(_delivery(e, handles) for e in seen if e.get("event") == "message"),
             pongs=len([e for e in conn.events()[after:] if isinstance(e, protocol.Pong)]),
@@ -496,15 +501,16 @@ def _wait_pongs(r: PathRun, conn: FakeConnection, after: int, want: int, wait: f
         time.sleep(0.01)
 
 
-def _settle_deliveries(r: PathRun, wanted: int, wait: float, look: float) -> list[dict[str, Any]]:
+def _settle_deliveries(r: PathRun, wanted: int, wait: float, sent: float) -> list[dict[str, Any]]:
     """The driver's events, once ``wanted`` messages arrived (a library may answer a PING before
-    its message callbacks ran) or ``wait`` passed; then a ``look`` for more."""
+    its message callbacks ran) or ``wait`` passed; then a look for more (the bytes were
+    ``sent`` then)."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if sum(1 for e in r.s.seen() if e.get("event") == "message") >= wanted:
             break
         time.sleep(0.01)
-    return r.s.seen(timeout=look)
+    return r.s.seen(timeout=look_for_more(time.monotonic() - sent))
 
 
 def _delivery(event: dict[str, Any], handles: dict[str, str]) -> judge.Delivery:

@@ -15,7 +15,8 @@ import statistics
 PATIENCE = 50  # round trips a library is given to do what it does within one when all is well
 FLOOR = 0.25  # seconds: the shortest wait for something the library should do
 QUIET_FLOOR = 0.1  # seconds: the shortest watch for something it should not do
-LOOK_FLOOR = 0.02  # seconds: the shortest look for late events once all awaited ones came
+LOOK = 0.05  # seconds: the longest look for late events once all awaited ones came
+LOOK_FLOOR = 0.02  # seconds: the shortest such look
 
 
 def patience(observed: float | None, cap: float, floor: float = FLOOR) -> float:
@@ -46,3 +47,10 @@ class RoundTrips:
             return None
         last = self._seen[-1] if latest is None else latest
         return max(last, statistics.median(self._seen))
+
+
+def look_for_more(took: float) -> float:
+    """Seconds to look for late events (one delivery too many, an error) after what was awaited
+    came ``took`` seconds after the bytes that caused it: anything else those bytes cause comes
+    about as fast. Between LOOK_FLOOR and LOOK."""
+    return min(LOOK, max(LOOK_FLOOR, took))

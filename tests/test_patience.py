@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.patience import FLOOR, PATIENCE, RoundTrips, patience
+from harness.patience import FLOOR, LOOK, LOOK_FLOOR, PATIENCE, RoundTrips, look_for_more, patience
 
 seconds = st.floats(min_value=0.0, max_value=10.0, allow_nan=False)
 
@@ -34,3 +34,9 @@ def test_round_trips_judge_by_the_slower_of_the_latest_and_the_median() -> None:
     assert trips.add(0.5) == 0.5  # the machine just got slow: the latest counts
     assert trips.add(0.001) == 0.002  # one fast round trip does not shorten waits below the median
     assert trips.typical() == 0.002
+
+
+def test_the_look_for_late_events_lasts_as_long_as_the_awaited_ones_took() -> None:
+    assert look_for_more(0.001) == LOOK_FLOOR
+    assert look_for_more(0.03) == 0.03
+    assert look_for_more(2.0) == LOOK
