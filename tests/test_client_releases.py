@@ -3,6 +3,10 @@ and the report pipeline sees the releases as versions of one implementation."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from harness.clients import LIBRARIES, ClientError, expand_series, pinned_version
@@ -48,3 +52,22 @@ def test_a_series_rises_to_the_pinned_version(library: str) -> None:
 def test_the_releases_of_a_series_are_one_implementation(library: str) -> None:
     specs = expand_series([f"client:{library}==*", f"client:{library}"])
     assert {implementation(spec) for spec in specs} == {f"client:{library}"}
+
+
+def _dry_run(spec: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--dry-run", "--no-report", "--client", spec]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_run_takes_a_series_as_one_target_per_release(tmp_path: Path) -> None:
+    run = _dry_run("client:nats.go==*", tmp_path)
+    assert run.returncode == 0, run.stderr
+    listed = [line.split("\t")[0] for line in run.stdout.splitlines() if "\t" in line]
+    assert listed == [f"client:nats.go=={r}" for r in LIBRARIES["nats.go"].releases]
+    assert run.stdout.splitlines()[-1].endswith(f"{len(listed)} clients")
+
+
+def test_run_refuses_a_series_a_library_does_not_have(tmp_path: Path) -> None:
+    run = _dry_run("client:jnats==*", tmp_path)
+    assert run.returncode == 2
+    assert "no release series for 'jnats'" in run.stderr
