@@ -78,6 +78,7 @@ def _documents(spec: Path | None) -> dict[str, str] | None:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `vectors check` must work without the server-side dependencies.
+    from harness.clients import targets as clients
     from harness.servers import runner
     from harness.servers.kinds import open_target, parse_spec
     from harness.servers.specs import TargetError
@@ -92,7 +93,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
         every = [parse_spec(spec) for spec in args.server or []]
-    except (BaselineError, TargetError) as exc:
+        args.client = clients.expand_series(args.client or [])
+    except (BaselineError, TargetError, clients.ClientError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
     # The real streaming server gets the streaming checks; every other kind the vectors.
@@ -523,8 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help="a client library (repeatable): client:LIBRARY[==VERSION], container:client:LIBRARY, "
-        "client:node-nats-streaming, client:stan.go, client:java-nats-streaming (NATS Streaming); "
-        "see `nats-conformance targets`",
+        "'client:LIBRARY==*' (its release series), client:node-nats-streaming, client:stan.go, "
+        "client:java-nats-streaming (NATS Streaming); see `nats-conformance targets`",
     )
     run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
     run.add_argument(

@@ -184,6 +184,30 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
     assert "fail at 2.12.8 -> pass at 2.15.1" in summary
 
 
+def test_a_client_release_series_is_one_implementation(spark: Any, tmp_path: Path) -> None:
+    # What `run --client 'client:nats-py==*'` writes: one target per release, each with the
+    # version its driver loaded; the unpinned spec runs the newest.
+    series = [
+        ("client:nats-py==2.10.0", "2.10.0", "fail"),
+        ("client:nats-py==2.0.0", "2.0.0", "pass"),
+        ("client:nats-py==2.4.0", "2.4.0", "fail"),
+        ("client:nats-py", "2.16.0", "fail"),
+    ]
+    rows = [
+        result_row(target=t, target_kind="client", target_version=v, outcome=o,
+                   time=f"2026-11-0{n + 1}T00:00:00Z", run_id=f"run-{n}")
+        for n, (t, v, o) in enumerate(series)
+    ]  # fmt: skip
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
+    [first] = report.first_failures
+    assert (first.implementation, first.first_failing, first.last_passing) == (
+        "client:nats-py",
+        "2.4.0",
+        "2.0.0",
+    )
+    assert (first.newest_version, first.versions) == ("2.16.0", 4)
+
+
 def test_flaky_cases_differ_between_runs_of_one_version(spark: Any, tmp_path: Path) -> None:
     rows = [
         result_row(run_id=f"run-{i}", time=f"2026-11-0{i + 1}T00:00:00Z", case_id=c, outcome=o)

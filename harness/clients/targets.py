@@ -64,6 +64,9 @@ class Library:
     shares: tuple[str, ...] = ()  # other driver directories its build.sh uses
     # Container clients: from OUT_DIR, the image's files and command; None: no containers.
     container: Callable[[Path], ContainerRecipe] | None = None
+    # The release series `client:<name>==*` runs, oldest first, ending with the pinned version:
+    # releases years apart, each one its driver builds and runs against.
+    releases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -111,8 +114,21 @@ def _python_stdlib(python: Path) -> Path:
 LIBRARIES: dict[str, Library] = {
     lib.name: lib
     for lib in (
-        Library("nats-py", "PyPI nats-py", ("python3",), container=_python_recipe),
-        Library("nats.js", "npm nats (v2)", ("node", "npm")),
+        Library(
+            "nats-py",
+            "PyPI nats-py",
+            ("python3",),
+            container=_python_recipe,
+            releases=("2.0.0", "2.4.0", "2.7.2", "2.10.0", "2.16.0"),
+        ),
+        # Before 2.9 (2.6.0 checked) the v2 line cannot connect on Node.js 20: its Buffer
+        # handling recurses until the stack overflows.
+        Library(
+            "nats.js",
+            "npm nats (v2)",
+            ("node", "npm"),
+            releases=("2.9.0", "2.13.0", "2.18.0", "2.22.0", "2.29.3"),
+        ),
         Library(
             "nats.js-v3", "npm @nats-io/transport-node (v3)", ("node", "npm"), shares=("nats.js",)
         ),
@@ -121,6 +137,7 @@ LIBRARIES: dict[str, Library] = {
             "Go module proxy; ==1.22.1 is Debian's golang-github-nats-io-go-nats-dev",
             ("go",),
             container=_binary_recipe,
+            releases=("1.22.1", "1.28.0", "1.37.0", "1.44.0", "1.55.0"),
         ),
         Library(
             "nats.c",
@@ -133,10 +150,13 @@ LIBRARIES: dict[str, Library] = {
     )
 }
 DEBIAN_NATS_GO = ("1.22.1", Path("/usr/share/gocode/src/github.com/nats-io/nats.go"))
+SERIES = "*"  # the version of `client:<library>==*`: every release of the library's series
 ACCEPTED_FORMS = (
-    "client:<library>, client:<library>==<version>, container:client:<library>[==<version>] "
+    "client:<library>, client:<library>==<version>, container:client:<library>[==<version>], "
+    f"client:<library>=={SERIES} (its release series) "
     f"(libraries: {', '.join(LIBRARIES)}; in containers: "
-    f"{', '.join(name for name, lib in LIBRARIES.items() if lib.container)})"
+    f"{', '.join(name for name, lib in LIBRARIES.items() if lib.container)}; with a release "
+    f"series: {', '.join(name for name, lib in LIBRARIES.items() if lib.releases)})"
 )
 
 
@@ -171,6 +191,24 @@ def parse_client_spec(spec: str) -> ClientSpec:
     if container and LIBRARIES[library].container is None:
         raise bad(f"{library} does not run in a container")
     return ClientSpec(text, library, pin if sep else None, container)
+
+
+def expand_series(specs: Iterable[str]) -> list[str]:
+    """``specs`` with each ``[container:]client:<library>==*`` replaced by one spec per release
+    of the library's series, oldest first; ClientError for a library without one."""
+    expanded: list[str] = []
+    for spec in specs:
+        head, sep, version = spec.strip().rpartition("==")
+        if not sep or version != SERIES:
+            expanded.append(spec)
+            continue
+        library = head.removeprefix("container:").removeprefix("client:")
+        releases = LIBRARIES[library].releases if library in LIBRARIES else ()
+        if not releases:
+            raise ClientError(f"bad client {spec!r}: no release series for {library!r} "
+                              f"(accepted forms: {ACCEPTED_FORMS})")  # fmt: skip
+        expanded += [f"{head}=={release}" for release in releases]
+    return expanded
 
 
 def pinned_version(library: str) -> str | None:

@@ -49,6 +49,7 @@ from harness.clients.checks import (
 from harness.clients.driver import DriverError, DriverReply
 from harness.clients.fake_server import FakeConnection, hmsg_op, msg_op
 from harness.clients.fake_server import encode as encode_op
+from harness.clients.patience import QUIET_FLOOR, RoundTrips, look_for_more, patience
 
 if TYPE_CHECKING:
     from harness.clients.targets import ClientTarget
@@ -61,7 +62,6 @@ REFUSALS = frozenset({"refused", "invalid", "protocol", "other"})
 TROUBLE = frozenset({"connection", "timeout"})
 HEADERS_SUBJECT = "conformance.headers"
 AFTER = b"after"  # payload of the MSG sent behind a header block: its delivery proves survival
-REQUEST_TIMEOUT_MS = int(STEP * 1000)
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class PathRun:
         self._stack = stack
         self._links: dict[str, Link] = {}
         self._resources: dict[str, object] = {}
+        self.round_trips = RoundTrips()  # what waits on this path are judged by
 
     def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
         if name not in self._links:
@@ -234,7 +235,9 @@ def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     block = vectors.decode_bytes(case.data["input"]["block"])
     conn.send(hmsg_op(HEADERS_SUBJECT, sid, block, b"x") + msg_op(HEADERS_SUBJECT, sid, AFTER))
     received: list[dict[str, Any]] = []
-    deadline = time.monotonic() + STEP
+    sent = time.monotonic()
+    wait = patience(r.round_trips.typical(), STEP)
+    deadline = sent + wait
     while not received or _payload(received[-1]) != AFTER:
         remaining = deadline - time.monotonic()
         event = s.wait_event(_is("message", sub=link.sub), timeout=remaining, stop=_is("closed"))
@@ -242,7 +245,9 @@ def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
             break
         received.append(event)
     arrived = bool(received) and _payload(received[-1]) == AFTER
-    if not arrived:
+    if arrived:
+        r.round_trips.add(time.monotonic() - sent)
+    else:
         link.broken = True
     seen = s.seen()
     errors = [e for e in seen if e.get("event") == "error"]
@@ -256,14 +261,14 @@ def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
         got = Rejected(f"not delivered ({said})")
     yield "hmsg", judge.judge_header_block(case.data["expect"], got)
     if _uncertain_block(case):
-        yield "hmsg-survives", _survival(arrived, closed, errors)
+        yield "hmsg-survives", _survival(arrived, closed, errors, wait)
 
 
 def _payload(event: dict[str, Any]) -> bytes:
     return base64.b64decode(event.get("payload_b64") or "")
 
 
-def _survival(after: bool, closed: bool, errors: list[dict[str, Any]]) -> Judgement:
+def _survival(after: bool, closed: bool, errors: list[dict[str, Any]], waited: float) -> Judgement:
     if after:
         return Judgement("pass", "the connection stayed usable (the next message arrived)")
     if closed and errors:
@@ -273,8 +278,8 @@ def _survival(after: bool, closed: bool, errors: list[dict[str, Any]]) -> Judgem
         return Judgement("fail", "the library closed the connection without reporting an error")
     return Judgement(
         "fail",
-        f"the next message did not arrive within {STEP:g} s and the library reported neither an "
-        "error nor a close (it hung, or dropped the connection silently)",
+        f"the next message did not arrive within {waited:.2g} s and the library reported neither "
+        "an error nor a close (it hung, or dropped the connection silently)",
     )
 
 
@@ -289,8 +294,8 @@ def _wire_op(
     if not answer.ok and answer.error_type not in TROUBLE:
         # A refusal may follow bytes already buffered: a flush writes them out, and its PING on
         # the wire comes after them.
-        r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
-        conn.wait_for(protocol.Ping, timeout=QUIET, after=after)
+        flushed = _timed_flush(r)
+        conn.wait_for(protocol.Ping, timeout=patience(flushed, QUIET, QUIET_FLOOR), after=after)
     # An operation with an invalid subject parses as an error that carries the operation.
     found = conn.wait_for(
         kind | protocol.ProtocolError,
@@ -358,11 +363,16 @@ def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     link = r.link("request", reactions=[_answer_requests(HEADER_BLOCK)])
     conn, _ = link.get()
     after = conn.count()
+    # The fake server answers at once; the answer is not judged (what went out is), so the
+    # library's own timeout follows the requests answered so far.
+    started = time.monotonic()
     answer = r.s.call(
         "request", subject=inp["subject"], headers=None, payload_b64="",
-        timeout_ms=REQUEST_TIMEOUT_MS, timeout=2 * STEP,
+        timeout_ms=int(patience(r.round_trips.typical(), STEP) * 1000), timeout=2 * STEP,
     )  # fmt: skip
-    if not answer.ok and answer.error_type == "timeout":
+    if answer.ok:
+        r.round_trips.add(time.monotonic() - started)
+    elif answer.error_type == "timeout":
         answer = DriverReply(True, {}, None, None)  # judged by what went out, not the answer
     sent = _wire_subject(r, link, conn, after, answer, protocol.Pub | protocol.HPub, "subject")
     yield "request", judge.judge_sent_subject(case.data["expect"], inp["subject"], sent)
@@ -459,19 +469,21 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
                 f"the case needs sid(s) {sorted(needed)}; the library numbered its "
                 f"subscriptions {sorted(handles.values())}",
             )
-        r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
+        rtt = _timed_flush(r)
         r.s.discard_events()
         after = conn.count()
         conn.send(vectors.decode_bytes(inp["bytes"], "input.bytes"))
+        sent = time.monotonic()
         probed = not expect.get("incomplete", False)
         pings = sum(1 for e in expect["events"] if e.get("op") == "PING")
         if probed:
             conn.send(encode_op(protocol.Ping()))
-            _wait_pongs(r, conn, after, pings + 1)
+            _wait_pongs(r, conn, after, pings + 1, patience(rtt, STEP))
         else:
-            time.sleep(QUIET)  # anything of an unfinished operation delivered shows by then
+            # Anything of an unfinished operation delivered shows by then.
+            time.sleep(patience(rtt, QUIET, QUIET_FLOOR))
         wanted = len(judge.expected_deliveries(expect["events"]))
-        seen = _settle_deliveries(r, wanted)
+        seen = _settle_deliveries(r, wanted, patience(rtt, QUIET), sent)
         reaction = judge.Reaction(
             delivered=tuple(_delivery(e, handles) for e in seen if e.get("event") == "message"),
             pongs=len([e for e in conn.events()[after:] if isinstance(e, protocol.Pong)]),
@@ -482,9 +494,17 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     yield "receive", judge.judge_reaction(expect, reaction)
 
 
-def _wait_pongs(r: PathRun, conn: FakeConnection, after: int, want: int) -> None:
-    """Until the client sent ``want`` PONGs after ``after``, closed, or STEP passed."""
-    deadline = time.monotonic() + STEP
+def _timed_flush(r: PathRun) -> float | None:
+    """Flush (a PING the library sends and the fake server answers); the round trip it took,
+    as the path judges it (None when the flush failed: nothing was observed)."""
+    started = time.monotonic()
+    answer = r.s.call("flush", timeout_ms=int(STEP * 1000), timeout=2 * STEP)
+    return r.round_trips.add(time.monotonic() - started) if answer.ok else r.round_trips.typical()
+
+
+def _wait_pongs(r: PathRun, conn: FakeConnection, after: int, want: int, wait: float) -> None:
+    """Until the client sent ``want`` PONGs after ``after``, closed, or ``wait`` passed."""
+    deadline = time.monotonic() + wait
     while time.monotonic() < deadline and not conn.closed_by_client:
         pongs = [e for e in conn.events()[after:] if isinstance(e, protocol.Pong)]
         if len(pongs) >= want or any(e.get("event") == "closed" for e in r.s.seen()):
@@ -492,15 +512,16 @@ def _wait_pongs(r: PathRun, conn: FakeConnection, after: int, want: int) -> None
         time.sleep(0.01)
 
 
-def _settle_deliveries(r: PathRun, wanted: int) -> list[dict[str, Any]]:
+def _settle_deliveries(r: PathRun, wanted: int, wait: float, sent: float) -> list[dict[str, Any]]:
     """The driver's events, once ``wanted`` messages arrived (a library may answer a PING before
-    its message callbacks ran) or QUIET passed; then a short look for more."""
-    deadline = time.monotonic() + QUIET
+    its message callbacks ran) or ``wait`` passed; then a look for more (the bytes were
+    ``sent`` then)."""
+    deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         if sum(1 for e in r.s.seen() if e.get("event") == "message") >= wanted:
             break
         time.sleep(0.01)
-    return r.s.seen(timeout=0.05)
+    return r.s.seen(timeout=look_for_more(time.monotonic() - sent))
 
 
 def _delivery(event: dict[str, Any], handles: dict[str, str]) -> judge.Delivery:

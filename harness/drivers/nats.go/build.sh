@@ -66,8 +66,9 @@ else
     if [ "$version" = "$PINNED_VERSION" ]; then
         go mod download "$MODULE"
     else
-        go mod edit -require="$MODULE@v$version"
-        go mod tidy
+        # go get, not go mod tidy: tidy also resolves the tests of older releases, whose
+        # nats-server import pulls a newer nats.go in and replaces the version asked for.
+        go get "$MODULE@v$version"
     fi
     tag=$(legacy_tag "$(go list -m -f '{{.Dir}}' "$MODULE")")
     build "$tag"

@@ -2,11 +2,26 @@
 // nats-conformance-driver/2 for npm `nats` (the nats.js v2 line).
 // The package has no "exports" map, so its internal modules are reachable by path.
 const nats = require("nats");
-const jsutil = require("nats/lib/jetstream/jsutil");
-const kv = require("nats/lib/jetstream/kv");
 const { runDriver } = require("./driver-core");
 
 const JS_TIMEOUT_MS = 5000; // how long a JetStream API request may take
+// An internal module: under lib/jetstream/ since 2.18, lib/nats-base-client/ before; {} when the
+// release has none (no kv before 2.3, no object store before 2.9), so what it lacks is not declared.
+function internal(name) {
+  for (const dir of ["jetstream", "nats-base-client"]) {
+    try {
+      return require(`nats/lib/${dir}/${name}`);
+    } catch (err) {
+      if (err.code !== "MODULE_NOT_FOUND") {
+        throw err;
+      }
+    }
+  }
+  return {};
+}
+const jsutil = internal("jsutil");
+const kv = internal("kv");
+const objectStore = internal("objectstore");
 
 // NatsError codes (nats.ErrorCode) by protocol error type: the ones the library raises in its
 // own checks, before writing anything, are `refused`.
@@ -56,8 +71,12 @@ runDriver({
     };
   },
   match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
-  // nc.jetstream(), and its views js.views.kv and js.views.os.
-  capabilities: ["jetstream", "kv", "object_store"],
+  // nc.jetstream(), and its views js.views.kv and js.views.os where the release has them.
+  capabilities: [
+    "jetstream",
+    ...(kv.Bucket ? ["kv"] : []),
+    ...(objectStore.ObjectStoreImpl ? ["object_store"] : []),
+  ],
   // jetstream_create/delete: nc.jetstreamManager(), and the views, which create a bucket unless
   // bindOnly; the server's API error is the NatsError's api_error.
   jetstream: {
@@ -68,13 +87,13 @@ runDriver({
     openOs: (nc, name) => nc.jetstream({ timeout: JS_TIMEOUT_MS }).views.os(name, { bindOnly: true }),
     apiError: (err) => (err instanceof nats.NatsError && err.api_error) || null,
   },
-  // The checks the library applies before it talks to the server.
-  names: {
+  // The checks the library applies before it talks to the server (those the release exports).
+  names: Object.fromEntries(Object.entries({
     "stream-name": jsutil.validateStreamName,
     "durable-name": jsutil.validateDurableName,
-    "consumer-name": (name) => jsutil.minValidation("name", name),
+    "consumer-name": jsutil.minValidation && ((name) => jsutil.minValidation("name", name)),
     "kv-bucket-name": kv.validateBucket,
     "kv-key-name": kv.validateKey,
-    "os-bucket-name": kv.validateBucket,
-  },
+    "os-bucket-name": objectStore.ObjectStoreImpl && kv.validateBucket,
+  }).filter(([, check]) => typeof check === "function")),
 });
