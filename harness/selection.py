@@ -1,0 +1,97 @@
+"""Which cases a run takes: ``--case GLOB``, ``--group G``, ``--level L``, ``--role R``.
+
+The same filters apply to every kind of case (server vectors, client-role vectors, interop and
+streaming vectors, the fake-server client checks), so a selection means one thing everywhere.
+A filter that matches nothing is a usage error: a CI job must not pass because it ran nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+from conformance import vectors
+
+if TYPE_CHECKING:  # the client half is imported only by runs that check clients
+    from harness.clients.checks import RegisteredCheck
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What the filters look at in a case, whatever its kind."""
+
+    id: str
+    group: str
+    level: str
+    roles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The filters of one run: a case is selected when every given kind of filter has a value it
+    matches (globs on ids, exact groups, levels and roles); no filter selects everything."""
+
+    cases: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    levels: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.cases or self.groups or self.levels or self.roles)
+
+    def matches(self, c: Candidate) -> bool:
+        return (
+            (not self.cases or any(fnmatchcase(c.id, glob) for glob in self.cases))
+            and (not self.groups or c.group in self.groups)
+            and (not self.levels or c.level in self.levels)
+            and (not self.roles or any(role in self.roles for role in c.roles))
+        )
+
+    def unmatched(self, candidates: Sequence[Candidate]) -> list[str]:
+        """Each filter (``--case GLOB``, ...) that matches none of ``candidates`` on its own."""
+        filters: list[tuple[str, tuple[str, ...], Callable[[Candidate, str], bool]]] = [
+            ("--case", self.cases, lambda c, glob: fnmatchcase(c.id, glob)),
+            ("--group", self.groups, lambda c, group: c.group == group),
+            ("--level", self.levels, lambda c, level: c.level == level),
+            ("--role", self.roles, lambda c, role: role in c.roles),
+        ]
+        return [
+            f"{flag} {value}"
+            for flag, values, hit in filters
+            for value in values
+            if not any(hit(c, value) for c in candidates)
+        ]
+
+
+def of_case(case: vectors.Case) -> Candidate:
+    return Candidate(case.id, case.group, case.level, tuple(case.roles))
+
+
+def select_cases(selection: Selection, cases: Iterable[vectors.Case]) -> list[vectors.Case]:
+    return [case for case in cases if selection.matches(of_case(case))]
+
+
+def check_candidates(check: RegisteredCheck) -> list[Candidate]:
+    """The rows of a fake-server client check, as candidates: client checks by role, grouped
+    like their rows (the case id's first two segments)."""
+    return [
+        Candidate(d.id, ".".join(d.id.split(".")[:2]), d.level, ("client",))
+        for d in check.definitions()
+    ]
+
+
+def select_checks(selection: Selection, checks: Iterable[RegisteredCheck]) -> list[RegisteredCheck]:
+    """The checks with a selected row; such a check runs whole (its rows share one session)."""
+    return [c for c in checks if any(selection.matches(x) for x in check_candidates(c))]
+
+
+def empty_selection_error(selection: Selection, candidates: Iterable[Candidate]) -> str:
+    """Why a selection that runs nothing is empty: the filters that match no case, or, when each
+    matches some case, that no case matches them all (with these targets)."""
+    unmatched = selection.unmatched(list(candidates))
+    if unmatched:
+        return f"no case matches {', '.join(unmatched)}"
+    return "no case of these targets matches every filter together"
