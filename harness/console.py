@@ -14,6 +14,12 @@ from harness.results import LEVELS, OUTCOMES, ResultRow
 
 # Gating problems the closing summary lists one by one (each message is bounded already).
 SHOWN_PROBLEMS = 50
+_COLUMN = {Verdict.EXPECTED: "baselined", Verdict.FLAKY: "flaky"}
+_SAID = {  # the verdicts the summary lists case by case, and how it says them
+    Verdict.UNEXPECTED: "unexpected failure",
+    Verdict.STALE: "baseline is stale (passes)",
+    Verdict.FLAKY: "flaky",
+}
 
 
 class Progress:
@@ -95,18 +101,19 @@ class Progress:
 
 
 def summary(results: Iterable[tuple[ResultRow, Verdict]]) -> str:
-    """A table per target and level, then every gating problem with its message."""
+    """A table per target and level, then every gating problem and every flaky case (a
+    failure that passed when run again: not gating, but never hidden) with its message."""
     counts: Counter[tuple[str, str, str]] = Counter()
     problems: list[tuple[ResultRow, Verdict]] = []
     targets: dict[str, str] = {}
     for row, verdict in results:
         targets.setdefault(row.target, row.target_version)
         counts[(row.target, row.level, row.outcome)] += 1
-        if verdict is Verdict.EXPECTED:
-            counts[(row.target, row.level, "baselined")] += 1
-        if verdict in (Verdict.UNEXPECTED, Verdict.STALE):
+        if verdict in _COLUMN:
+            counts[(row.target, row.level, _COLUMN[verdict])] += 1
+        if verdict in _SAID:
             problems.append((row, verdict))
-    columns = (*OUTCOMES, "baselined")
+    columns = (*OUTCOMES, *_COLUMN.values())
     name_width = max([len("target"), *(len(f"{t} ({v})") for t, v in targets.items())])
     lines = [f"{'target':<{name_width}}  {'level':<6} " + " ".join(f"{c:>9}" for c in columns)]
     for target, version in targets.items():
@@ -115,11 +122,20 @@ def summary(results: Iterable[tuple[ResultRow, Verdict]]) -> str:
                 continue
             cells = " ".join(f"{counts[(target, level, c)]:>9}" for c in columns)
             lines.append(f"{f'{target} ({version})':<{name_width}}  {level:<6} {cells}")
-    for row, verdict in problems[:SHOWN_PROBLEMS]:
-        what = (
-            "unexpected failure" if verdict is Verdict.UNEXPECTED else "baseline is stale (passes)"
-        )
-        lines.append(f"{what}: {row.target}: {row.case_id}: {row.outcome}: {row.message}")
-    if len(problems) > SHOWN_PROBLEMS:
-        lines.append(f"... and {len(problems) - SHOWN_PROBLEMS} more (every row is in the results)")
+    flaky = [(row, verdict) for row, verdict in problems if verdict is Verdict.FLAKY]
+    gating = [(row, verdict) for row, verdict in problems if verdict is not Verdict.FLAKY]
+    lines += _listed(gating)
+    if flaky:
+        lines.append(f"{len(flaky)} flaky (failed, then passed when run again; not gating):")
+        lines += _listed(flaky)
     return "\n".join(lines)
+
+
+def _listed(found: list[tuple[ResultRow, Verdict]]) -> list[str]:
+    lines = [
+        f"{_SAID[verdict]}: {row.target}: {row.case_id}: {row.outcome}: {row.message}"
+        for row, verdict in found[:SHOWN_PROBLEMS]
+    ]
+    if len(found) > SHOWN_PROBLEMS:
+        lines.append(f"... and {len(found) - SHOWN_PROBLEMS} more (every row is in the results)")
+    return lines

@@ -2,8 +2,14 @@
 
 Only `must` cases can fail the gate; `should`, `may` and `info` outcomes are recorded and
 reported, never gating. A `must` case that fails (or cannot be run: `error`) fails the gate
-unless the baseline lists it for that target. A listed case that passes fails the gate too, so
-the baseline cannot go stale; `update` rewrites it from a run.
+unless the baseline lists it for that implementation and version. A listed case that passes
+fails the gate too, so the baseline cannot go stale; `update` rewrites it from a run.
+
+The baseline is keyed by what runs, not by where it runs: {implementation: {version: {case_id:
+message}}}, the implementation named by ``harness.implementations`` (the rule the report uses)
+and the version being the one the target reports (each row's ``target_version``). So the same
+binary at another path, or the same server at another port, meets the same entries. The version
+``*`` stands for every version of the implementation without an entry of its own.
 """
 
 from __future__ import annotations
@@ -15,11 +21,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from harness.implementations import implementation, spec_version
 from harness.results import ResultRow
 
-BASELINE_FORMAT = "nats-conformance-baseline/1"
+BASELINE_FORMAT = "nats-conformance-baseline/2"
+FORMAT_1 = "nats-conformance-baseline/1"  # keyed by target spec; converted when loaded
+ANY_VERSION = "*"
 GATING_LEVEL = "must"
 FAILING = frozenset({"fail", "error"})
+SHIPPED_BASELINE = Path(__file__).resolve().parent / "baseline.json"
+
+Entries = dict[str, dict[str, dict[str, str]]]  # implementation -> version -> case id -> message
 
 
 class Verdict(StrEnum):
@@ -27,6 +39,7 @@ class Verdict(StrEnum):
     EXPECTED = "expected"  # a gating failure the baseline lists
     UNEXPECTED = "unexpected"  # a gating failure the baseline does not list
     STALE = "stale"  # the baseline lists it, but it passed
+    FLAKY = "flaky"  # a gating failure that passed when run again: reported, not gating
 
 
 class BaselineError(ValueError):
@@ -35,31 +48,42 @@ class BaselineError(ValueError):
 
 @dataclass
 class Baseline:
-    """Expected must-level failures per target: {target: {case_id: message when recorded}}."""
+    """Expected must-level failures per implementation and version (see the module docstring)."""
 
-    expected: dict[str, dict[str, str]] = field(default_factory=dict)
+    expected: Entries = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path | None) -> Baseline:
-        if path is None or not path.exists():
-            return cls()
+    def load(cls, path: Path, *, missing_ok: bool = False) -> Baseline:
+        """The baseline in ``path``; an empty one when it does not exist and ``missing_ok`` (a
+        baseline update creates it), else a ``BaselineError``: a misspelt path must not pass as
+        "nothing expected"."""
+        if not path.exists():
+            if missing_ok:
+                return cls()
+            raise BaselineError(
+                f"{path}: no such baseline (create it with --baseline-update --baseline {path})"
+            )
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise BaselineError(f"{path}: cannot read baseline: {exc}") from exc
+        found = data.get("format") if isinstance(data, dict) else None
         expected = data.get("expected_failures") if isinstance(data, dict) else None
-        if data.get("format") != BASELINE_FORMAT or not _is_table(expected):
+        if found == FORMAT_1 and _is_table(expected, depth=2):
+            return cls(_from_format_1(path, expected))
+        if found != BASELINE_FORMAT or not _is_table(expected, depth=3):
             raise BaselineError(
                 f"{path}: not a baseline (format {BASELINE_FORMAT!r} with "
-                '"expected_failures": {target: {case_id: message}})'
+                '"expected_failures": {implementation: {version: {case_id: message}}})'
             )
         return cls(expected)
 
-    def lists(self, target: str, case_id: str) -> bool:
-        return case_id in self.expected.get(target, {})
+    def lists(self, target: str, version: str, case_id: str) -> bool:
+        versions = self.expected.get(implementation(target), {})
+        return case_id in versions.get(version, versions.get(ANY_VERSION, {}))
 
     def verdict(self, row: ResultRow) -> Verdict:
-        listed = self.lists(row.target, row.case_id)
+        listed = self.lists(row.target, row.target_version, row.case_id)
         if row.level != GATING_LEVEL:
             return Verdict.OK
         if row.outcome in FAILING:
@@ -69,24 +93,63 @@ class Baseline:
         return Verdict.OK
 
     def updated(self, rows: Iterable[ResultRow]) -> Baseline:
-        """This baseline with the entries of every target in ``rows`` replaced by its failures."""
-        fresh: dict[str, dict[str, str]] = {}
+        """This baseline with the entry of every (implementation, version) in ``rows`` replaced
+        by its failures; the entries of everything else, ``*`` ones included, kept."""
+        fresh: dict[tuple[str, str], dict[str, str]] = {}
         for row in rows:
-            entries = fresh.setdefault(row.target, {})
+            entries = fresh.setdefault((implementation(row.target), row.target_version), {})
             if row.level == GATING_LEVEL and row.outcome in FAILING:
                 entries[row.case_id] = f"{row.outcome}: {row.message}"[:300]
-        merged = {**self.expected, **fresh}
-        return Baseline({t: dict(sorted(merged[t].items())) for t in sorted(merged) if merged[t]})
+        kept = {
+            (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
+        }
+        return Baseline(_nested(kept | fresh))
 
     def save(self, path: Path) -> None:
         doc = {"format": BASELINE_FORMAT, "expected_failures": self.expected}
         path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _is_table(value: Any) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(cases, dict) and all(isinstance(m, str) for m in cases.values())
-        for cases in value.values()
+def _nested(flat: dict[tuple[str, str], dict[str, str]]) -> Entries:
+    """{(implementation, version): cases} as sorted nested tables, without empty entries."""
+    out: Entries = {}
+    for (impl, version), cases in sorted(flat.items()):
+        if cases:
+            out.setdefault(impl, {})[version] = dict(sorted(cases.items()))
+    return out
+
+
+def _from_format_1(path: Path, by_target: dict[str, dict[str, str]]) -> Entries:
+    """A format-1 baseline ({target: cases}) in format 2: each target's entry becomes its
+    implementation's entry for the version its spec pins, else for every version (``*``, what a
+    target's entry meant). Two targets that land on one entry must list the same cases."""
+    flat: dict[tuple[str, str], dict[str, str]] = {}
+    origin: dict[tuple[str, str], str] = {}
+    for target, cases in by_target.items():
+        key = (implementation(target), spec_version(target) or ANY_VERSION)
+        if key in flat and set(flat[key]) != set(cases):
+            raise BaselineError(
+                f"{path}: format-1 targets {origin[key]!r} and {target!r} are both "
+                f"{key[0]} version {key[1]} but list different cases; split them by version "
+                f"by hand, or write a new baseline with --baseline-update --baseline FILE"
+            )
+        flat[key], origin[key] = {**cases, **flat.get(key, {})}, origin.get(key, target)
+    return _nested(flat)
+
+
+def _is_table(value: Any, *, depth: int) -> bool:
+    """Nested string-keyed tables ``depth`` deep with string leaves."""
+    if depth == 0:
+        return isinstance(value, str)
+    return isinstance(value, dict) and all(_is_table(v, depth=depth - 1) for v in value.values())
+
+
+def flaky_message(failures: list[str], last: str) -> str:
+    """The row message of a gating failure that passed when run again: the earlier attempts'
+    ``outcome: message`` (oldest first), then the passing attempt's message."""
+    earlier = "; ".join(f"attempt {n}: {failure}" for n, failure in enumerate(failures, 1))
+    return f"flaky: passed on attempt {len(failures) + 1} after {earlier}" + (
+        f"; then: {last}" if last else ""
     )
 
 

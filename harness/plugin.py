@@ -6,8 +6,9 @@
 
 Item ids are ``<vector file>::<case id>[<target>]``, so ``-k``, ``-x``, ``-n`` (pytest-xdist) and
 ``--junitxml`` work as usual. Outcomes: a `must` case that fails is a test failure unless the
-baseline lists it (then xfail); a listed case that passes is a failure (stale baseline); other
-levels never fail (xfail with their outcome); cases that cannot run here are skipped. Each
+baseline (``--nats-baseline``, default the shipped one, as for the command) lists it (then
+xfail); a listed case that passes is a failure (stale baseline); other levels never fail
+(xfail with their outcome); cases that cannot run here are skipped. Each
 case's transcript is attached to the allure report when allure-pytest is active.
 """
 
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance.vectors import BUNDLED_DIR, Case
-from harness.gate import FAILING, Baseline, Verdict
+from harness.gate import FAILING, SHIPPED_BASELINE, Baseline, BaselineError, Verdict
 from harness.results import ResultsWriter, read_rows, run_id
 
 if TYPE_CHECKING:  # the server-side modules load only when the plugin is used
@@ -46,9 +47,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--nats-results", metavar="FILE", help="append one JSON line per (target, case)"
     )
-    group.addoption("--nats-baseline", metavar="FILE", help="expected failures (JSON)")
+    group.addoption(
+        "--nats-baseline",
+        metavar="FILE",
+        help="expected failures (default: the baseline shipped with the suite)",
+    )
     group.addoption("--nats-baseline-update", action="store_true",
-                    help="rewrite --nats-baseline from this run's must-level failures")  # fmt: skip
+                    help="write this run's must failures into --nats-baseline FILE (created "
+                    "if missing)")  # fmt: skip
 
 
 @dataclass
@@ -58,7 +64,7 @@ class _Session:
     specs: list[str]
     paths: list[Path]
     ctx: RunContext
-    baseline_path: Path | None
+    baseline_path: Path
     results_path: Path
     baseline: Baseline
     writer: ResultsWriter
@@ -91,8 +97,15 @@ def pytest_configure(config: pytest.Config) -> None:
     if results is None:  # a baseline update reads this run's rows back, so keep them somewhere
         results = os.path.join(tempfile.mkdtemp(prefix="nats-conformance-"), "results.jsonl")
     os.environ[RESULTS_ENV] = results
-    baseline_path = config.getoption("nats_baseline")
-    baseline_path = Path(baseline_path) if baseline_path else None
+    given = config.getoption("nats_baseline")
+    update = config.getoption("nats_baseline_update")
+    if update and not given:  # never the file inside the installed package
+        raise pytest.UsageError("--nats-baseline-update needs --nats-baseline FILE")
+    baseline_path = Path(given) if given else SHIPPED_BASELINE
+    try:
+        baseline = Baseline.load(baseline_path, missing_ok=update)
+    except BaselineError as exc:
+        raise pytest.UsageError(str(exc)) from None
     from harness.results import RunContext
 
     paths = [Path(p) for p in config.getoption("nats_vectors")] or [BUNDLED_DIR]
@@ -102,7 +115,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ctx=RunContext.for_vectors(paths),
         baseline_path=baseline_path,
         results_path=Path(results),
-        baseline=Baseline.load(baseline_path),
+        baseline=baseline,
         writer=ResultsWriter(Path(results)),
     )
 
@@ -118,8 +131,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     is_worker = hasattr(session.config, "workerinput")
     if state is None or is_worker or not session.config.getoption("nats_baseline_update"):
         return
-    if state.baseline_path is None:
-        raise pytest.UsageError("--nats-baseline-update needs --nats-baseline FILE")
     state.writer.close()
     rows = [r for r in read_rows(state.results_path) if r.run_id == run_id()]
     state.baseline.updated(rows).save(state.baseline_path)

