@@ -107,12 +107,14 @@ def _run(args: argparse.Namespace) -> int:
     if missing:
         print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
         return 2
-    if not args.server and not args.client:  # the main job: every default target available
-        args.server, args.client = default_targets()
     try:
+        clients.extend_registry(args.drivers_dir)
+        if not args.server and not args.client:  # the main job: every default target available
+            args.server, args.client = default_targets()
         baseline = _baseline(args.baseline, update=args.baseline_update)
         every = [parse_spec(spec) for spec in args.server or []]
         args.client = clients.expand_series(args.client or [])
+        clients.check_driver_commands(args.client)  # before anything runs
     except (BaselineError, TargetError, clients.ClientError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
@@ -514,6 +516,11 @@ def _targets(args: argparse.Namespace) -> int:
     from harness.clients import targets as clients
     from harness.servers.targets import available_targets
 
+    try:
+        clients.extend_registry(args.drivers_dir)
+    except clients.ClientError as exc:
+        print(f"nats-conformance: {exc}", file=sys.stderr)
+        return 2
     for spec, version in available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
     from harness.clients import streaming_clients
@@ -550,6 +557,7 @@ def _smoke(args: argparse.Namespace) -> int:
         return reply.ok
 
     try:
+        clients.extend_registry(args.drivers_dir)
         with clients.open_client(args.client) as client:
             process = client.driver()  # builds on first use; the harness checks hello's schema
             hello = client.hello or {}
@@ -642,9 +650,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help="a client library (repeatable): client:LIBRARY[==VERSION], container:client:LIBRARY, "
-        "'client:LIBRARY==*' (its release series), client:node-nats-streaming, client:stan.go, "
+        "'client:LIBRARY==*' (its release series), client:LIBRARY@PATH (built against a local "
+        "checkout), driver:COMMAND (any program speaking the driver protocol), "
+        "client:node-nats-streaming, client:stan.go, "
         "client:java-nats-streaming (NATS Streaming); see `nats-conformance targets`",
     )
+    _drivers_dir_option(run)
     run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
     run.add_argument(
         "--baseline",
@@ -704,6 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_report)
 
     listing = commands.add_parser("targets", help="list the server targets available here")
+    _drivers_dir_option(listing)
     listing.set_defaults(func=_targets)
 
     smoke = commands.add_parser(
@@ -711,7 +723,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="check one client driver in seconds: hello and its capabilities, then connect, "
         "subscribe, publish, flush, receive and close against a nats-server",
     )
-    smoke.add_argument("--client", required=True, metavar="SPEC", help="client:LIBRARY[==VERSION]")
+    smoke.add_argument(
+        "--client",
+        required=True,
+        metavar="SPEC",
+        help="client:LIBRARY[==VERSION], client:LIBRARY@PATH, driver:COMMAND",
+    )
+    _drivers_dir_option(smoke)
     smoke.set_defaults(func=_smoke)
     return parser
 
@@ -732,6 +750,19 @@ def _selection_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--role", action="append", choices=("reference", "server", "client"),
                         help="only cases whose roles name this one (repeatable)")  # fmt: skip
+
+
+def _drivers_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--drivers-dir",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="a drivers directory from outside the suite (repeatable; also "
+        "$NATS_CONFORMANCE_DRIVERS): each subdirectory with a build.sh and a library.json is a "
+        "library client:NAME",
+    )
 
 
 def _report_options(parser: argparse.ArgumentParser) -> None:

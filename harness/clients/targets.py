@@ -1,8 +1,9 @@
 """Client targets: resolve a client spec to a built driver (harness/drivers/<library>/) and run it.
 
-A spec names a client library and where it runs (see ACCEPTED_FORMS). A ClientTarget builds the
+A spec names a client library and where it runs (see accepted_forms()). A ClientTarget builds the
 library's driver once into the cache (DEFAULT_STATE_DIR/drivers/<library>-<version|pinned>/) by
-running its build.sh, rebuilds it when the driver's sources change, and starts driver processes
+running its build.sh, rebuilds it when the driver's sources (or a local checkout of the library it
+builds against) change, and starts driver processes
 (harness.driver.DriverProcess) from it: on the host, or in a locally built container image run
 with the host network. Nothing it starts outlives the harness: processes get PR_SET_PDEATHSIG,
 containers carry the owner labels harness.runtime.leftovers.cleanup_leftovers() looks for.
@@ -17,6 +18,7 @@ import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -43,6 +45,14 @@ HELLO_TIMEOUT = 30.0  # seconds a freshly built driver has to answer hello (a JV
 IMAGE_REPOSITORY = "nats-conformance/client"
 IMAGE_SOURCE_LABEL = "nats-conformance.client-build"  # on an image: the OUT_DIR it holds
 SKIPPED_SOURCES = {"__pycache__", "node_modules", "target", ".git"}  # build output, not sources
+# In a library's checkout, also what its own builds and installs write (pip writes build/ and
+# *.egg-info into the tree it installs, which must not count as a change of the checkout).
+SKIPPED_CHECKOUT = SKIPPED_SOURCES | {"build", "dist", "venv"}
+CHECKOUT_MAX_FILES = 20_000  # a checkout is one library, not a home directory
+CHECKOUT_MAX_BYTES = 512 * 1024 * 1024
+DRIVER_PREFIX = "driver:"  # driver:COMMAND, any program speaking the driver protocol
+DRIVERS_ENV = "NATS_CONFORMANCE_DRIVERS"  # drivers directories from outside, os.pathsep-separated
+LIBRARY_FILE = "library.json"  # in an outside drivers directory: a library's registry entry
 _PIN = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+~:_-]*")
 # How a build.sh writes its default version: PINNED_VERSION=X, PINNED="X", ${LIBRARY_VERSION:-X}.
 _DEFAULT_PIN = (
@@ -67,6 +77,13 @@ class Library:
     # The release series `client:<name>==*` runs, oldest first, ending with the pinned version:
     # releases years apart, each one its driver builds and runs against.
     releases: tuple[str, ...] = ()
+    # Whether its build.sh builds against a local checkout given as LIBRARY_SOURCE.
+    from_source: bool = False
+    root: Path | None = None  # the drivers directory holding it; None: the bundled DRIVERS_DIR
+
+    def directory(self, name: str | None = None) -> Path:
+        """Its driver directory (or that of ``name``, a directory it shares)."""
+        return (self.root or DRIVERS_DIR) / (name or self.name)
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,7 @@ LIBRARIES: dict[str, Library] = {
             ("python3",),
             container=_python_recipe,
             releases=("2.0.0", "2.4.0", "2.7.2", "2.10.0", "2.16.0"),
+            from_source=True,
         ),
         # Before 2.9 (2.6.0 checked) the v2 line cannot connect on Node.js 20: its Buffer
         # handling recurses until the stack overflows.
@@ -128,6 +146,7 @@ LIBRARIES: dict[str, Library] = {
             "npm nats (v2)",
             ("node", "npm"),
             releases=("2.9.0", "2.13.0", "2.18.0", "2.22.0", "2.29.3"),
+            from_source=True,
         ),
         Library(
             "nats.js-v3", "npm @nats-io/transport-node (v3)", ("node", "npm"), shares=("nats.js",)
@@ -138,6 +157,7 @@ LIBRARIES: dict[str, Library] = {
             ("go",),
             container=_binary_recipe,
             releases=("1.22.1", "1.28.0", "1.37.0", "1.44.0", "1.55.0"),
+            from_source=True,
         ),
         Library(
             "nats.c",
@@ -151,21 +171,31 @@ LIBRARIES: dict[str, Library] = {
 }
 DEBIAN_NATS_GO = ("1.22.1", Path("/usr/share/gocode/src/github.com/nats-io/nats.go"))
 SERIES = "*"  # the version of `client:<library>==*`: every release of the library's series
-ACCEPTED_FORMS = (
-    "client:<library>, client:<library>==<version>, container:client:<library>[==<version>], "
-    f"client:<library>=={SERIES} (its release series) "
-    f"(libraries: {', '.join(LIBRARIES)}; in containers: "
-    f"{', '.join(name for name, lib in LIBRARIES.items() if lib.container)}; with a release "
-    f"series: {', '.join(name for name, lib in LIBRARIES.items() if lib.releases)})"
-)
+
+
+def accepted_forms() -> str:
+    """The client spec forms and the libraries registered now (outside drivers directories add
+    to them)."""
+    with_source = ", ".join(name for name, lib in LIBRARIES.items() if lib.from_source)
+    return (
+        "client:<library>, client:<library>==<version>, container:client:<library>[==<version>], "
+        f"client:<library>=={SERIES} (its release series), client:<library>@<path> (built against "
+        f"a local checkout), {DRIVER_PREFIX}<command> (any program speaking the driver protocol) "
+        f"(libraries: {', '.join(LIBRARIES)}; in containers: "
+        f"{', '.join(name for name, lib in LIBRARIES.items() if lib.container)}; with a release "
+        f"series: {', '.join(name for name, lib in LIBRARIES.items() if lib.releases)}; from a "
+        f"checkout: {with_source})"
+    )
 
 
 @dataclass(frozen=True)
 class ClientSpec:
     spec: str
-    library: str
+    library: str  # for a driver: spec, the program's name until its hello names the library
     version_pin: str | None = None
     container: bool = False
+    source: Path | None = None  # client:<library>@<path>: the checkout its driver builds against
+    command: tuple[str, ...] = ()  # driver:<command>: the program and its arguments
 
     @property
     def kind(self) -> Literal["client", "container-client"]:
@@ -173,24 +203,72 @@ class ClientSpec:
 
 
 def parse_client_spec(spec: str) -> ClientSpec:
-    """Parse a client spec; ClientError names what is wrong, the accepted forms and libraries."""
+    """Parse a client spec; ClientError names what is wrong, the accepted forms and libraries.
+    A driver: spec's program must exist; a client:<library>@<path> checkout must be a
+    directory."""
     text = spec.strip()
 
     def bad(reason: str) -> ClientError:
-        return ClientError(f"bad client {spec!r}: {reason} (accepted forms: {ACCEPTED_FORMS})")
+        return ClientError(f"bad client {spec!r}: {reason} (accepted forms: {accepted_forms()})")
 
+    if text.startswith(DRIVER_PREFIX):
+        command = _driver_command(text.removeprefix(DRIVER_PREFIX))
+        if isinstance(command, str):
+            raise bad(command)
+        return ClientSpec(text, Path(command[0]).name, command=command)
     container = text.startswith("container:")
     rest = text.removeprefix("container:")
     if not rest.startswith("client:"):
         raise bad("unknown form" if text else "empty spec")
-    library, sep, pin = rest.removeprefix("client:").partition("==")
+    named, at, source = rest.removeprefix("client:").partition("@")
+    library, sep, pin = named.partition("==")
     if library not in LIBRARIES:
         raise bad(f"unknown library {library!r}")
     if sep and not _PIN.fullmatch(pin):
         raise bad(f"{pin!r} is not a version such as 2.16.0")
     if container and LIBRARIES[library].container is None:
         raise bad(f"{library} does not run in a container")
-    return ClientSpec(text, library, pin if sep else None, container)
+    if not at:
+        return ClientSpec(text, library, pin if sep else None, container)
+    problem = _source_problem(LIBRARIES[library], Path(source).expanduser(), bool(sep), container)
+    if problem:
+        raise bad(problem)
+    return ClientSpec(text, library, source=Path(source).expanduser().resolve())
+
+
+def _driver_command(command: str) -> tuple[str, ...] | str:
+    """The argv of a driver: command (an executable's path as it is, else a shell-style command
+    line with its program resolved on PATH), or what is wrong with it."""
+    if os.path.isfile(command) and os.access(command, os.X_OK):
+        return (os.path.abspath(command),)
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        return f"cannot split the command: {exc}"
+    if not argv:
+        return "no command after driver:"
+    program = shutil.which(argv[0])
+    if program is None:
+        return f"no program {argv[0]!r} (not an executable file, nor a command on PATH)"
+    # Absolute, so the driver starts the same from any working directory.
+    return (os.path.abspath(program), *argv[1:])
+
+
+def _source_problem(library: Library, source: Path, pinned: bool, container: bool) -> str | None:
+    """What keeps ``library``'s driver from building against the checkout ``source``."""
+    if not library.from_source:
+        supported = ", ".join(name for name, lib in LIBRARIES.items() if lib.from_source)
+        return (
+            f"the {library.name} driver cannot build against a local checkout yet "
+            f"(those that can: {supported})"
+        )
+    if pinned:
+        return "a checkout is the version it holds: give @<path> without ==<version>"
+    if container:
+        return "a driver built against a checkout runs on the host only"
+    if not source.is_dir():
+        return f"{source} is not a directory"
+    return None
 
 
 def expand_series(specs: Iterable[str]) -> list[str]:
@@ -199,22 +277,92 @@ def expand_series(specs: Iterable[str]) -> list[str]:
     expanded: list[str] = []
     for spec in specs:
         head, sep, version = spec.strip().rpartition("==")
-        if not sep or version != SERIES:
+        if not sep or version != SERIES or spec.strip().startswith(DRIVER_PREFIX):
             expanded.append(spec)
             continue
         library = head.removeprefix("container:").removeprefix("client:")
         releases = LIBRARIES[library].releases if library in LIBRARIES else ()
         if not releases:
             raise ClientError(f"bad client {spec!r}: no release series for {library!r} "
-                              f"(accepted forms: {ACCEPTED_FORMS})")  # fmt: skip
+                              f"(accepted forms: {accepted_forms()})")  # fmt: skip
         expanded += [f"{head}=={release}" for release in releases]
     return expanded
 
 
+def check_driver_commands(specs: Iterable[str]) -> None:
+    """Start each driver: spec's program once and ask it hello, so a program that is missing or
+    does not speak the protocol stops a run before anything runs; ClientError says why."""
+    for spec in specs:
+        if spec.strip().startswith(DRIVER_PREFIX):
+            with open_client(spec) as client:
+                client.driver().close()
+
+
+# --- drivers directories from outside the suite --------------------------------------------------
+
+
+def extend_registry(dirs: Iterable[Path]) -> list[str]:
+    """Add the libraries of outside drivers directories (``dirs``, then those in
+    $NATS_CONFORMANCE_DRIVERS) to LIBRARIES: each subdirectory with a build.sh is a library of
+    that name, described by its library.json. Their names, in order; ClientError for a
+    directory that is missing, a library.json that is wrong, or a name already taken."""
+    from_env = [Path(p) for p in os.environ.get(DRIVERS_ENV, "").split(os.pathsep) if p]
+    added: list[str] = []
+    for root in [*dirs, *from_env]:
+        if not root.is_dir():
+            raise ClientError(f"drivers directory {root} is not a directory")
+        for folder in sorted(p for p in root.resolve().iterdir() if (p / "build.sh").is_file()):
+            library = _outside_library(folder)
+            known = LIBRARIES.get(library.name)
+            if known is not None and known.root != library.root:
+                where = known.root or "the suite"
+                raise ClientError(
+                    f"{folder}: library {library.name!r} is already registered (by {where})"
+                )
+            LIBRARIES[library.name] = library
+            added.append(library.name)
+    return added
+
+
+def _outside_library(folder: Path) -> Library:
+    """The registry entry of the driver directory ``folder`` from its library.json:
+    ``registry`` (text), optional ``tools``, ``files``, ``shares`` (lists of text) and
+    ``source`` (whether build.sh builds against LIBRARY_SOURCE)."""
+    path = folder / LIBRARY_FILE
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ClientError(f"{path}: cannot read the library's registry entry: {exc}") from None
+    lists = ("tools", "files", "shares")
+    if (
+        not isinstance(entry, dict)
+        or not isinstance(entry.get("registry"), str)
+        or not all(_texts(entry.get(key, [])) for key in lists)
+        or not isinstance(entry.get("source", False), bool)
+    ):
+        raise ClientError(
+            f'{path}: needs {{"registry": TEXT}} and optionally "tools", "files", '
+            '"shares" (lists of text) and "source" (true or false)'
+        )
+    return Library(
+        folder.name,
+        entry["registry"],
+        *(tuple(entry.get(key, [])) for key in lists),
+        from_source=entry.get("source", False),
+        root=folder.parent,
+    )
+
+
+def _texts(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def pinned_version(library: str) -> str | None:
     """The version a library's build.sh installs when LIBRARY_VERSION is not set."""
+    registered = LIBRARIES.get(library)
+    directory = registered.directory() if registered else DRIVERS_DIR / library
     try:
-        text = (DRIVERS_DIR / library / "build.sh").read_text()
+        text = (directory / "build.sh").read_text()
     except OSError:
         return None
     return next((found.group(1) for p in _DEFAULT_PIN if (found := p.search(text))), None)
@@ -223,44 +371,85 @@ def pinned_version(library: str) -> str | None:
 # --- building ------------------------------------------------------------------------------------
 
 
+def _tree_files(root: Path, skipped: set[str]) -> Iterable[tuple[str, Path]]:
+    """(relative name, path) of the files under ``root``, sorted, outside hidden directories,
+    ``skipped`` names and *.egg-info (metadata an install writes into the tree)."""
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if path.is_file() and not any(
+            p in skipped or p.startswith(".") or p.endswith(".egg-info") for p in parts
+        ):
+            yield str(path.relative_to(root)), path
+
+
 def _source_files(library: Library) -> Iterable[tuple[str, Path]]:
     for name in (library.name, *library.shares):
-        root = DRIVERS_DIR / name
-        for path in sorted(root.rglob("*")):
-            parts = path.relative_to(root).parts
-            if path.is_file() and not any(p in SKIPPED_SOURCES or p.startswith(".") for p in parts):
-                yield f"{name}/{path.relative_to(root)}", path
+        for relative, path in _tree_files(library.directory(name), SKIPPED_SOURCES):
+            yield f"{name}/{relative}", path
 
 
-def _source_hash(library: Library, version_pin: str | None) -> str:
-    """What a build depends on: the driver sources (with the directories it shares), the pin."""
-    digest = hashlib.sha256(f"{version_pin or ''}\0".encode())
-    for name, path in _source_files(library):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+def checkout_digest(source: Path) -> str:
+    """A digest of the files of a library's checkout (not its VCS data, dependencies or build
+    outputs), so a driver built against it is rebuilt when it changes; ClientError beyond
+    CHECKOUT_MAX_FILES files or CHECKOUT_MAX_BYTES bytes (not a library's checkout)."""
+    digest = hashlib.sha256()
+    size = 0
+    for count, (relative, path) in enumerate(_tree_files(source, SKIPPED_CHECKOUT), 1):
+        size += path.stat().st_size
+        if count > CHECKOUT_MAX_FILES or size > CHECKOUT_MAX_BYTES:
+            raise ClientError(
+                f"{source} holds more than {CHECKOUT_MAX_FILES} files or "
+                f"{CHECKOUT_MAX_BYTES >> 20} MiB: give the library's own checkout"
+            )
+        digest.update(relative.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 
 
-def build_driver(library: str | Library, version_pin: str | None = None) -> Path:
+def _source_hash(library: Library, version_pin: str | None, source: Path | None) -> str:
+    """What a build depends on: the driver sources (with the directories it shares), the pin,
+    the checkout it builds against."""
+    digest = hashlib.sha256(f"{version_pin or ''}\0".encode())
+    for name, path in _source_files(library):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    if source is not None:
+        digest.update(f"{source}\0{checkout_digest(source)}".encode())
+    return digest.hexdigest()
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+def build_driver(
+    library: str | Library, version_pin: str | None = None, source: Path | None = None
+) -> Path:
     """The OUT_DIR of a built driver (its executable is OUT_DIR/run): built on first use, and
-    again when the driver's sources (or the pin) change. Builds of one OUT_DIR are serialized
-    across processes. Each checkout of the drivers builds into its own OUT_DIR, so two
-    checkouts sharing the cache never rebuild under each other's running drivers. ``library``: a
-    name in LIBRARIES, or a Library of another registry (harness.clients.streaming_clients)."""
+    again when the driver's sources (or the pin, or the files of the checkout ``source`` it
+    builds against, given to build.sh as LIBRARY_SOURCE) change. Builds of one OUT_DIR are
+    serialized across processes. Each checkout of the drivers builds into its own OUT_DIR, so
+    two checkouts sharing the cache never rebuild under each other's running drivers.
+    ``library``: a name in LIBRARIES, or a Library of another registry
+    (harness.clients.streaming_clients)."""
     lib = library if isinstance(library, Library) else LIBRARIES[library]
-    checkout = hashlib.sha256(str(DRIVERS_DIR).encode()).hexdigest()[:8]
-    out = state.DEFAULT_STATE_DIR / "drivers" / f"{lib.name}-{version_pin or 'pinned'}-{checkout}"
-    script = DRIVERS_DIR / lib.name / "build.sh"
+    script = lib.directory() / "build.sh"
+    built = f"src{_short_hash(str(source))}" if source is not None else version_pin or "pinned"
+    drivers = _short_hash(str(lib.root or DRIVERS_DIR))
+    out = state.DEFAULT_STATE_DIR / "drivers" / f"{lib.name}-{built}-{drivers}"
     if not script.is_file():
         raise ClientError(f"the {lib.name} driver has no build.sh in {script.parent}")
-    env = {k: v for k, v in os.environ.items() if k != "LIBRARY_VERSION"}
+    env = {k: v for k, v in os.environ.items() if k not in ("LIBRARY_VERSION", "LIBRARY_SOURCE")}
     if version_pin is not None:
         env["LIBRARY_VERSION"] = version_pin
+    if source is not None:
+        env["LIBRARY_SOURCE"] = str(source)
     step = builds.Step(["bash", str(script), str(script.parent), str(out)], env=env)
-    what = f"the {lib.name} driver (LIBRARY_VERSION={version_pin})"
+    what = f"the {lib.name} driver (" + (
+        f"LIBRARY_SOURCE={source})" if source is not None else f"LIBRARY_VERSION={version_pin})"
+    )
     try:
         return builds.cached_build(
             out,
-            _source_hash(lib, version_pin),
+            _source_hash(lib, version_pin, source),
             lambda: os.access(out / "run", os.X_OK),
             lambda log: builds.run_step(step, log, BUILD_TIMEOUT, what, BUILD_LOG_TAIL),
         )
@@ -402,7 +591,8 @@ _OPEN_CLIENTS: weakref.WeakSet[ClientTarget] = weakref.WeakSet()
 
 
 class ClientTarget:
-    """A client library's driver: built on first use, then any number of driver processes."""
+    """A client library's driver: built on first use (a driver: spec's program is run as it
+    is), then any number of driver processes."""
 
     def __init__(self, spec: ClientSpec) -> None:
         self.spec = spec
@@ -410,8 +600,9 @@ class ClientTarget:
         self.library = spec.library
         self.kind = spec.kind
         # The version asked for, or the pin in build.sh; after the first start, what the driver
-        # reports it loaded.
-        self.version = spec.version_pin or pinned_version(spec.library) or "unknown"
+        # reports it loaded (a checkout's or a driver: program's is known only then).
+        pinned = None if spec.source or spec.command else pinned_version(spec.library)
+        self.version = spec.version_pin or pinned or "unknown"
         self.hello: dict[str, Any] | None = None
         # From a protocol-2 hello: what the library supports through the driver. None: a
         # protocol-1 driver (unknown), or not started yet.
@@ -426,11 +617,15 @@ class ClientTarget:
 
     def build(self) -> Path:
         """Build the driver (once; cached across runs); its OUT_DIR."""
+        if self.spec.command:
+            raise ClientError(f"{self.name} is a program of its own: it has no build")
         if self._out is None:
-            self._out = build_driver(self.library, self.spec.version_pin)
+            self._out = build_driver(self.library, self.spec.version_pin, self.spec.source)
         return self._out
 
     def _command(self) -> tuple[list[str], Callable[[], None] | None]:
+        if self.spec.command:
+            return list(self.spec.command), None
         out = self.build()
         recipe = LIBRARIES[self.library].container
         if not self.spec.container or recipe is None:
@@ -472,6 +667,8 @@ class ClientTarget:
         if not reply.ok:
             raise ClientError(f"the {self.name} driver refused hello: {reply.error_message}")
         self.hello = reply.result
+        if self.spec.command:  # the program says which library it drives
+            self.library = reply.result["library"]
         declared = reply.result.get("capabilities")
         self.capabilities = frozenset(declared) if declared is not None else None
         if self.spec.version_pin and not _same_version(
@@ -559,7 +756,7 @@ def available_clients() -> list[tuple[str, str]]:
     """The (spec, pinned version) pairs whose driver and toolchain are on this machine."""
     found: list[tuple[str, str]] = []
     for name, library in LIBRARIES.items():
-        if not (DRIVERS_DIR / name / "build.sh").is_file() or not _has_tools(library):
+        if not (library.directory() / "build.sh").is_file() or not _has_tools(library):
             continue
         found.append((f"client:{name}", pinned_version(name) or "unknown"))
         if name == "nats.go" and DEBIAN_NATS_GO[1].is_dir():

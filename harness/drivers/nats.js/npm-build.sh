@@ -3,6 +3,8 @@
 # usage: npm-build.sh SOURCE_DIR OUT_DIR VERSION PACKAGE...
 # Every PACKAGE is installed at exactly VERSION; the driver's package.json and package-lock.json
 # pin the rest (npm re-resolves in OUT_DIR when VERSION is not the one in the lock).
+# LIBRARY_SOURCE, when set, is a local checkout of the one PACKAGE, installed in its place
+# (npm install PATH: a link to the checkout, which must hold the built package).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$1" && pwd)
@@ -16,6 +18,10 @@ specs=""
 for package in "$@"; do
     specs="$specs $package@$version"
 done
+if [ -n "${LIBRARY_SOURCE:-}" ]; then
+    [ $# -eq 1 ] || { echo "npm-build.sh: LIBRARY_SOURCE takes one package, not: $*" >&2; exit 2; }
+    specs=$LIBRARY_SOURCE
+fi
 cd "$out"
 # shellcheck disable=SC2086  # one word per package spec
 npm install --no-audit --no-fund --save-exact $specs >&2
