@@ -287,10 +287,14 @@ def run_wire_script(
                             plan=plans[name], transcript=transcript,
                             label=name if labelled else "",
                         )  # fmt: skip
-                    except ConnectionResetError as exc:  # a listener that resets at once
-                        why = f"no INFO: the connection ended before the server sent INFO ({exc})"
-                        raise _Verdict("fail", why, greeting=not conns) from exc
                     except OSError as exc:
+                        at, label = time.monotonic() - started, name if labelled else ""
+                        transcript.add(at, "close", f"connect: {exc}".encode(), label)
+                        if isinstance(exc, ConnectionResetError):  # a listener that resets at once
+                            why = (
+                                f"no INFO: the connection ended before the server sent INFO ({exc})"
+                            )
+                            raise _Verdict("fail", why, greeting=not conns) from exc
                         raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
                     conns[name] = conn
                     _expect_info(conn, timeout, first=len(conns) == 1, name=name)
