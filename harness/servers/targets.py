@@ -143,7 +143,9 @@ class ServerTarget:
                     f"it cannot be given {', '.join(sorted(config))}"
                 )
             url = self.spec.url or ""
-            running = RunningServer(url, self._host, self._port, self._version, None)
+            running = RunningServer(
+                url, self._host, self._port, self._version, None, tls=self.spec.tls
+            )
             return Launched(running, lambda: None, lambda: None)  # not ours to restart
         run_dir = self._new_run_dir()
         (run_dir / "server.conf").write_text(config_text(config, run_dir))
