@@ -44,6 +44,12 @@ def _parse_container(rest: str, bad: Bad) -> TargetSpec:
     return TargetSpec(f"container:{rest}", "container", inner=parse_binary_spec(rest, bad))
 
 
+def _parse_launch(rest: str, bad: Bad) -> TargetSpec:
+    if not rest:
+        raise bad("launch: needs the path of a launch description (TOML)")
+    return TargetSpec(f"launch:{rest}", "launch", path=rest)
+
+
 def _parse_url(rest: str, bad: Bad) -> TargetSpec:
     url, tls = parse_url(rest, bad)
     return TargetSpec(f"url:{rest}", "url", url=url, tls=tls)
@@ -77,6 +83,12 @@ KINDS: tuple[TargetKind, ...] = (
         _open_deviant,
     ),
     TargetKind("container:", "container:<a binary spec>", _parse_container, _open_server),
+    TargetKind(
+        "launch:",
+        "launch:/path/to/description.toml (a server that is not nats-server)",
+        _parse_launch,
+        _open_server,
+    ),
     TargetKind(
         "url:",
         "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|insecure",
