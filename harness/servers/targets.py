@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import json
 import re
 import shutil
@@ -25,7 +26,7 @@ from conformance.protocol import Direction, Info, Parser
 from harness.runtime import containers, processes
 from harness.runtime.containers import ContainerError
 from harness.runtime.state import DEFAULT_STATE_DIR
-from harness.servers import binaries, launch
+from harness.servers import binaries, described, launch
 from harness.servers.config import config_text
 from harness.servers.launch import Launched
 from harness.servers.specs import RunningServer, TargetError, TargetSpec
@@ -89,6 +90,10 @@ class ServerTarget:
         self._closed = False
         self._image: str | None = None
         self._binary: Path | None = None
+        self._description: described.Description | None = None
+        if spec.kind == "launch":
+            self._open_described(Path(spec.path or "").expanduser().absolute())
+            return
         if spec.kind == "url":
             parts = urllib.parse.urlsplit(spec.url)
             self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 4222
@@ -110,6 +115,31 @@ class ServerTarget:
             finally:
                 client.close()
         _OPEN_TARGETS.add(self)
+
+    def _open_described(self, path: Path) -> None:
+        self._description = description = described.load(path)
+        self.configurable = description.configurable
+        _OPEN_TARGETS.add(self)
+        if description.version_command is not None:
+            self._version = described.command_version(description)
+            return
+        # Its version is in its INFO: the server without configuration, started now, says it.
+        self._version = "unknown"
+        try:
+            first = self.server({})
+            info = _server_info(first.host, first.port)
+        except GreetingError:
+            return  # its cases find the broken greeting and say so, row by row
+        except BaseException:
+            self.close()
+            raise
+        self._version = str(info.get("version", "unknown"))
+        key = json.dumps({})
+        found = self._servers[key]
+        if isinstance(found, Launched):
+            self._servers[key] = dataclasses.replace(
+                found, running=dataclasses.replace(found.running, version=self._version)
+            )
 
     def version(self) -> str:
         return self._version
@@ -143,17 +173,31 @@ class ServerTarget:
                     f"it cannot be given {', '.join(sorted(config))}"
                 )
             url = self.spec.url or ""
-            running = RunningServer(url, self._host, self._port, self._version, None)
+            running = RunningServer(
+                url, self._host, self._port, self._version, None, tls=self.spec.tls
+            )
             return Launched(running, lambda: None, lambda: None)  # not ours to restart
         run_dir = self._new_run_dir()
+        pids_dir = self._state_dir / "pids"
+        if self._description is not None:
+            launched = described.launch_described(
+                self._description, config, run_dir, self._version, pids_dir
+            )
+        else:
+            (run_dir / "server.conf").write_text(config_text(config, run_dir))
+            if self._image is not None:
+                launched = launch.launch_container(self._image, run_dir, self._version)
+            else:
+                assert self._binary is not None
+                launched = launch.launch_process(self._binary, run_dir, self._version, pids_dir)
+        self._stops.append(launched.stop)
+        return launched
         (run_dir / "server.conf").write_text(config_text(config, run_dir))
         if self._image is not None:
             launched = launch.launch_container(self._image, run_dir, self._version)
         else:
             assert self._binary is not None
-            launched = launch.launch_process(
-                self._binary, run_dir, self._version, self._state_dir / "pids"
-            )
+            launched = launch.launch_process(self._binary, run_dir, self._version, pids_dir)
         self._stops.append(launched.stop)
         return launched
 

@@ -8,6 +8,7 @@ every wait has a deadline, every read a byte budget, so a misbehaving server get
 from __future__ import annotations
 
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from conformance import protocol, vectors, wire_script
 from conformance.wire_script import ConnectionPlan
 from harness.runtime.limits import READ_LIMITS
 from harness.runtime.transcripts import Direction, Transcript
+from harness.servers import tls
 
 if TYPE_CHECKING:
-    from harness.servers.specs import RunningServer
+    from harness.servers.specs import RunningServer, TlsOptions
 
 Outcome = Literal["pass", "fail", "error", "skip"]
 
@@ -78,6 +80,15 @@ class WireConnection:
         sock = socket.create_connection((host, port), timeout=timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock, began, **kw)
+
+    def start_tls(self, options: TlsOptions, hostname: str, *, timeout: float) -> None:
+        """Upgrade to TLS, as a client does after the INFO of a server that requires it;
+        ssl.SSLError or OSError (a failed handshake, a refused certificate) propagate."""
+        self.note(f"TLS handshake, {tls.describe(options)}")
+        self._sock.settimeout(timeout)
+        context = tls.client_context(options)
+        self._sock = context.wrap_socket(self._sock, server_hostname=hostname)
+        self.note(f"TLS established: {self._sock.version()}")
 
     @property
     def incomplete(self) -> bool:
@@ -298,6 +309,8 @@ def run_wire_script(
                         raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
                     conns[name] = conn
                     _expect_info(conn, timeout, first=len(conns) == 1, name=name)
+                    if server.tls is not None:
+                        _start_tls(conn, server, timeout)
                 _run_exchange(conn, exchange, i, timeout)
         finally:
             for conn in conns.values():
@@ -330,6 +343,15 @@ def _expect_info(wire: WireConnection, timeout: float, *, first: bool, name: str
     else:
         why = wire.stopped
     raise _Verdict("fail", f"{which}no INFO: {why}", greeting=first)
+
+
+def _start_tls(wire: WireConnection, server: RunningServer, timeout: float) -> None:
+    assert server.tls is not None
+    try:
+        wire.start_tls(server.tls, server.host, timeout=timeout)
+    except (ssl.SSLError, OSError) as exc:  # the suite's TLS setup, not a protocol finding
+        wire.note(f"TLS handshake failed: {exc}")
+        raise _Verdict("error", f"TLS handshake with {server.url} failed: {exc}") from exc
 
 
 def _run_exchange(

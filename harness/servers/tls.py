@@ -1,0 +1,23 @@
+"""TLS for the wire client: the context a ``url:tls://`` target asks for."""
+
+from __future__ import annotations
+
+import ssl
+
+from harness.servers.specs import TlsOptions
+
+
+def client_context(options: TlsOptions) -> ssl.SSLContext:
+    """A client context that verifies the server against ``options.ca`` (its certificate must
+    name the host the URL names), or that verifies nothing when the target said ``insecure``."""
+    if options.ca is None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        return context
+    return ssl.create_default_context(cafile=options.ca)
+
+
+def describe(options: TlsOptions) -> str:
+    """How the connection is secured, for transcripts."""
+    return f"verifying against {options.ca}" if options.ca else "not verifying the certificate"
