@@ -66,6 +66,9 @@ MAX_FILE_SIZE = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
+# JSON beside the vector files that is not one: the schemas, and the index of the documents'
+# statements the cases cite (conformance/requirements.py).
+NOT_VECTORS = frozenset({"schema.json", "requirements.json", "requirements.schema.json"})
 
 
 @dataclass(frozen=True)
@@ -284,10 +287,10 @@ def json_depth(text: str) -> int:
 
 
 def vector_files(paths: Iterable[Path]) -> Iterator[Path]:
-    """Every vector file under the given files and directories (schema.json excluded)."""
+    """Every vector file under the given files and directories (NOT_VECTORS excluded)."""
     for path in paths:
         if path.is_dir():
-            yield from (p for p in sorted(path.rglob("*.json")) if p.name != "schema.json")
+            yield from (p for p in sorted(path.rglob("*.json")) if p.name not in NOT_VECTORS)
         else:
             yield path
 

@@ -11,7 +11,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from conformance import vectors
+from conformance import requirements, vectors
 from harness.console import Progress, summary
 from harness.gate import SHIPPED_BASELINE, Baseline, BaselineError, Verdict, gate_fails
 from harness.results import (
@@ -47,6 +47,7 @@ def _check(args: argparse.Namespace) -> int:
     loaded = vectors.load_all(paths)
     problems = list(loaded.problems)
     documents = _documents(args.spec)
+    statements = requirements.bundled_index()
     if documents is None:
         print("quotes not checked: no specification directory (give --spec DIR)")
     passed: Counter[str] = Counter()
@@ -55,11 +56,12 @@ def _check(args: argparse.Namespace) -> int:
         problem = vectors.evaluate(case) or (
             vectors.citation_problem(case, documents) if documents is not None else None
         )
-        if problem is None:
+        found = [problem] if problem else requirements.citation_problems(case, statements)
+        if not found:
             passed[case.group] += 1
         else:
             failed[case.group] += 1
-            problems.append(problem)
+            problems += found
     for problem in problems:
         print(f"FAIL {problem}")
     groups = sorted(set(passed) | set(failed))

@@ -176,7 +176,9 @@ def test_broken_case_is_named_by_file_case_and_field(
 def test_a_quote_matches_its_document_whatever_its_whitespace(tmp_path: Path) -> None:
     quote = "You can also\n   ping the server and will receive a pong reply."
     source = {"document": "client-protocol.txt", "section": "PING/PONG", "quote": quote}
-    result = _check(_file(tmp_path, "good.json", [{**GOOD_CASE, "source": source}]))
+    cited = ["client-protocol.ping-pong.5b0e3b44"]  # the statement the quote is, once cited
+    case = {**GOOD_CASE, "source": source, "requirements": cited}
+    result = _check(_file(tmp_path, "good.json", [case]))
     assert result.returncode == 0, result.stdout
 
 
