@@ -192,14 +192,6 @@ class ServerTarget:
                 launched = launch.launch_process(self._binary, run_dir, self._version, pids_dir)
         self._stops.append(launched.stop)
         return launched
-        (run_dir / "server.conf").write_text(config_text(config, run_dir))
-        if self._image is not None:
-            launched = launch.launch_container(self._image, run_dir, self._version)
-        else:
-            assert self._binary is not None
-            launched = launch.launch_process(self._binary, run_dir, self._version, pids_dir)
-        self._stops.append(launched.stop)
-        return launched
 
     def _new_run_dir(self) -> Path:
         if self._run_dir is None:
