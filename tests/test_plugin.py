@@ -178,3 +178,20 @@ def test_allure_gets_failed_status_labels_and_transcript(tmp_path: Path, vector_
     assert result["status"] == "failed"
     labels = {(label["name"], label["value"]) for label in result["labels"]}
     assert {("level", "must"), ("group", "sample"), ("role", "server")} <= labels
+
+
+def test_a_client_target_gets_an_item_per_client_row(tmp_path: Path) -> None:
+    """A client-role vector's rows (one per path) and a client script, through nats-py."""
+    wanted = ["subjects.validate.doc.foo.publish", "client.connect.sent"]
+    loaded = vectors.load_all([vectors.BUNDLED_DIR])
+    doc = {"format": vectors.FORMAT, "group": "sample", "title": "sample",
+           "cases": [c.data for c in loaded.cases if c.id in wanted]}  # fmt: skip
+    (tmp_path / "sample.json").write_text(json.dumps(doc))
+    run = _bare(tmp_path, "-rA", "--nats-client", "client:nats-py", "--nats-vectors", "sample.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    passed = {line.split()[1] for line in run.stdout.splitlines() if line.startswith("PASSED")}
+    assert passed == {
+        f"nats-conformance/sample::{row}[client:nats-py]"
+        for row in (*(f"{wanted[0]}@{path}" for path in ("validate", "publish", "request")),
+                    wanted[1])
+    }  # fmt: skip
