@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from harness.gate import FAILING
 from harness.implementations import implementation
 from harness.results import LEVELS, OUTCOMES
+from reports import coverage
 from reports.model import (
     Cell,
     Change,
@@ -183,6 +184,11 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
 
+    # Each target's latest outcomes, for requirement coverage: a row per case of the latest runs.
+    latest_outcomes = [
+        (r.target, r.case_id, r.outcome)
+        for r in latest_rows.select("target", "case_id", "outcome").toLocalIterator()
+    ]
     latest_rows.unpersist()
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
@@ -227,6 +233,7 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
         flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
+        coverage=coverage.bundled_coverage(latest_outcomes),
     )
 
 

@@ -21,26 +21,32 @@ def citations(cases: Iterable[vectors.Case]) -> dict[str, list[str]]:
     return cited
 
 
+def by_case(rows: Iterable[tuple[str, str, str]]) -> dict[tuple[str, str], Counter[str]]:
+    """(target, vector id) -> outcome counts, from (target, row id, outcome) rows: a client row
+    id is ``<vector id>@<path>``, so one vector may have several rows at a target."""
+    counted: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for target, row_id, outcome in rows:
+        counted[target, row_id.split("@", 1)[0]][outcome] += 1
+    return counted
+
+
 def coverage(
     statements: list[dict[str, str]],
     cited: dict[str, list[str]],
-    outcomes: dict[tuple[str, str], str],
+    outcomes: dict[tuple[str, str], Counter[str]],
 ) -> dict[str, Any]:
-    """Per document, each statement with its cases and, per target, counts of their outcomes
-    (``outcomes``: (target, case id) -> outcome). Counts, not rows, keep a statement that
-    thousands of rows exercise one line; statements no case exercises come first."""
+    """Per document, each statement with its cases and, per target, counts of their rows'
+    outcomes (``outcomes``: by_case). Counts, not rows, keep a statement that thousands of rows
+    exercise one line; statements no case exercises come first."""
     targets = sorted({target for target, _ in outcomes})
     documents: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for statement in statements:
         cases = cited.get(statement["id"], [])
         per_target = {
-            target: dict(
-                sorted(
-                    Counter(outcomes[target, c] for c in cases if (target, c) in outcomes).items()
-                )
-            )
+            target: dict(sorted(sum((outcomes.get((target, c), Counter()) for c in cases),
+                                    Counter()).items()))
             for target in targets
-        }
+        }  # fmt: skip
         documents[statement["document"]].append(
             statement | {"cases": cases, "outcomes": {t: n for t, n in per_target.items() if n}}
         )
@@ -58,7 +64,8 @@ def coverage(
     }
 
 
-def bundled_coverage(outcomes: dict[tuple[str, str], str]) -> dict[str, Any]:
-    """Coverage of the bundled index by the bundled vectors."""
+def bundled_coverage(rows: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
+    """Coverage of the bundled index by the bundled vectors, from each target's latest rows
+    (target, row id, outcome)."""
     loaded = vectors.load_all([vectors.BUNDLED_DIR])
-    return coverage(requirements.bundled_index(), citations(loaded.cases), outcomes)
+    return coverage(requirements.bundled_index(), citations(loaded.cases), by_case(rows))

@@ -175,3 +175,5 @@ class Report:
     invalid_total: int = 0
     details: dict[tuple[str, str, str], dict[str, object]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per pipeline stage
+    # Requirement coverage of the latest runs (reports.coverage), {} when not computed.
+    coverage: dict[str, object] = field(default_factory=dict)

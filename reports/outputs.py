@@ -36,6 +36,9 @@ def write_all(report: Report, out: Path) -> None:
     _dump(out / "implementations.json", implementations(report))
     (out / "summary.md").write_text(markdown(report), encoding="utf-8")
     (out / "index.html").write_text(html.render(report), encoding="utf-8")
+    if report.coverage:
+        _dump(out / "coverage.json", report.coverage)
+        (out / "coverage.html").write_text(html.render_coverage(report), encoding="utf-8")
 
 
 def _dump(path: Path, data: object) -> None:

