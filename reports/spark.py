@@ -42,7 +42,7 @@ def session(master: str | None = None) -> SparkSession:
         from pyspark.sql import SparkSession
     except ImportError as exc:
         raise SparkUnavailable(
-            "pyspark is not installed (pip install 'nats-conformance[reports]')"
+            "pyspark is not installed (pip install pyspark, a dependency of nats-conformance)"
         ) from exc
     target = master or DEFAULT_MASTER
     # Without this Spark binds the machine's external interface; the suite stays on loopback.
