@@ -27,6 +27,9 @@ from harness.results import ResultRow
 BASELINE_FORMAT = "nats-conformance-baseline/2"
 FORMAT_1 = "nats-conformance-baseline/1"  # keyed by target spec; converted when loaded
 ANY_VERSION = "*"
+# A baseline entry whose message starts with this lists a case the implementation fails only
+# sometimes (the row then says so): a pass is reported as flaky, never as a stale baseline.
+FLAKY_MARK = "flaky: "
 GATING_LEVEL = "must"
 FAILING = frozenset({"fail", "error"})
 SHIPPED_BASELINE = Path(__file__).resolve().parent / "baseline.json"
@@ -39,7 +42,9 @@ class Verdict(StrEnum):
     EXPECTED = "expected"  # a gating failure the baseline lists
     UNEXPECTED = "unexpected"  # a gating failure the baseline does not list
     STALE = "stale"  # the baseline lists it, but it passed
-    FLAKY = "flaky"  # a gating failure that passed when run again: reported, not gating
+    # A gating failure that passed when run again, or a pass of a case the baseline marks flaky:
+    # reported, not gating.
+    FLAKY = "flaky"
 
 
 class BaselineError(ValueError):
@@ -78,18 +83,25 @@ class Baseline:
             )
         return cls(expected)
 
-    def lists(self, target: str, version: str, case_id: str) -> bool:
+    def entry(self, target: str, version: str, case_id: str) -> str | None:
+        """The baseline's message for the case at that implementation and version (None: not
+        listed)."""
         versions = self.expected.get(implementation(target), {})
-        return case_id in versions.get(version, versions.get(ANY_VERSION, {}))
+        return versions.get(version, versions.get(ANY_VERSION, {})).get(case_id)
+
+    def lists(self, target: str, version: str, case_id: str) -> bool:
+        return self.entry(target, version, case_id) is not None
 
     def verdict(self, row: ResultRow) -> Verdict:
-        listed = self.lists(row.target, row.target_version, row.case_id)
+        entry = self.entry(row.target, row.target_version, row.case_id)
         if row.level != GATING_LEVEL:
             return Verdict.OK
         if row.outcome in FAILING:
-            return Verdict.EXPECTED if listed else Verdict.UNEXPECTED
-        if row.outcome == "pass" and listed:
-            return Verdict.STALE
+            return Verdict.EXPECTED if entry is not None else Verdict.UNEXPECTED
+        if row.outcome == "pass" and entry is not None:
+            # A known nondeterministic behaviour (an entry marked flaky) may pass: the entry
+            # says so, so passing does not make it stale.
+            return Verdict.FLAKY if entry.startswith(FLAKY_MARK) else Verdict.STALE
         return Verdict.OK
 
     def updated(self, rows: Iterable[ResultRow]) -> Baseline:
@@ -103,6 +115,9 @@ class Baseline:
         kept = {
             (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
         }
+        for key, entries in fresh.items():  # a case marked flaky stays marked, pass or fail
+            marked = {c: m for c, m in kept.get(key, {}).items() if m.startswith(FLAKY_MARK)}
+            entries |= marked
         return Baseline(_nested(kept | fresh))
 
     def save(self, path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from conformance.vectors import Source
 from harness.console import summary
-from harness.gate import ANY_VERSION, Baseline, BaselineError, Verdict, gate_fails
+from harness.gate import ANY_VERSION, FLAKY_MARK, Baseline, BaselineError, Verdict, gate_fails
 from harness.implementations import implementation
 from harness.results import ROW_KEYS, ResultRow, ResultsWriter, RunContext, details_path, read_rows
 from harness.servers import runner
@@ -89,6 +89,18 @@ def test_entries_are_per_implementation_and_version(
     baseline = Baseline({"nats-server": {"2.15.1": {"c.1": "m"}}, "url": {"2.15.1": {"c.1": "m"}}})
     row = replace(ROW, target=target, target_version=version)
     assert baseline.verdict(row) is (Verdict.EXPECTED if listed else Verdict.UNEXPECTED)
+
+
+def test_an_entry_marked_flaky_accepts_either_outcome_and_keeps_its_mark() -> None:
+    marked = f"{FLAKY_MARK}closes within 5 ms, sometimes"
+    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": marked, "c.2": "fail: m"}}})
+    assert baseline.verdict(ROW) is Verdict.EXPECTED
+    assert baseline.verdict(replace(ROW, outcome="pass")) is Verdict.FLAKY  # not stale
+    assert baseline.verdict(replace(ROW, case_id="c.2", outcome="pass")) is Verdict.STALE
+    assert not gate_fails([Verdict.FLAKY])
+    # A run where the flaky case passed keeps it listed, with its mark.
+    updated = baseline.updated([replace(ROW, outcome="pass"), replace(ROW, case_id="c.2")])
+    assert updated.expected["nats-server"]["2.15.1"] == {"c.1": marked, "c.2": "fail: m"}
 
 
 def test_any_version_entry_covers_versions_without_their_own() -> None:
