@@ -74,7 +74,7 @@ def test_tls_urls_say_how_the_server_is_verified(tmp_path: Path) -> None:
         ("url:tls://127.0.0.1:4443?ca=", "takes ?ca=FILE"),
         ("url:tls://127.0.0.1:4443?ca=/nonexistent/ca.pem", "does not exist"),
         ("url:nats://127.0.0.1:4222?insecure", "names a server only"),
-        ("url:tls://10.0.0.1:4443?insecure", "not on this machine"),
+        ("url:tls://nats.invalid:4443?insecure", "not on this machine"),
         ("deviant:info-not-sent:url:tls://127.0.0.1:4443?insecure", "cannot stand in front"),
     ],
 )

@@ -34,6 +34,7 @@ class Launched:
     running: RunningServer
     stop: Callable[[], None]
     exited: Callable[[], str | None]
+    pid: int | None = None  # a local process's (None: a container, or not ours)
 
 
 def _ports_file_port(run_dir: Path) -> int | None:
@@ -66,14 +67,19 @@ def _nats_server_ready(run_dir: Path) -> Ready:
 
 
 def _await_ready(
-    log: Path, exited: Callable[[], str | None], what: str, extra: Callable[[], str], ready: Ready
+    log: Path,
+    exited: Callable[[], str | None],
+    what: str,
+    extra: Callable[[], str],
+    ready: Ready,
+    timeout: float | None = None,
 ) -> int:
-    """Wait until ``ready`` gives the port; return it.
-
-    ``exited`` says why the server is gone (None while it runs); ``extra`` adds output that is
-    not in the log file to an error.
+    """Wait until ``ready`` gives the port (at most ``timeout`` s, READY_TIMEOUT by default);
+    return it. ``exited`` says why the server is gone (None while it runs); ``extra`` adds
+    output that is not in the log file to an error.
     """
-    deadline = time.monotonic() + READY_TIMEOUT
+    timeout = READY_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + timeout
     watch = processes.LogWatch(log)
     while True:
         port = ready(watch)
@@ -83,7 +89,7 @@ def _await_ready(
         if watch.size > EARLY_OUTPUT_LIMIT:
             gone = f"wrote {watch.size} bytes of log before it was ready"
         if gone is not None or time.monotonic() > deadline:
-            problem = gone or f"was not ready within {READY_TIMEOUT:g} s"
+            problem = gone or f"was not ready within {timeout:g} s"
             raise TargetError(
                 f"{what} {problem}; the end of its log:\n{processes.log_tail(log)}{extra()}"
             )
@@ -103,7 +109,14 @@ def launch_process(binary: Path, run_dir: Path, version: str, pids_dir: Path) ->
     return run_server(argv, log, version, pids_dir, _nats_server_ready(run_dir))
 
 
-def run_server(argv: list[str], log: Path, version: str, pids_dir: Path, ready: Ready) -> Launched:
+def run_server(
+    argv: list[str],
+    log: Path,
+    version: str,
+    pids_dir: Path,
+    ready: Ready,
+    timeout: float | None = None,
+) -> Launched:
     """Start ``argv`` (its output appended to ``log``) and wait until ``ready`` gives its port
     on 127.0.0.1; a TargetError with the end of its log when it exits or is not ready in time."""
     try:
@@ -119,13 +132,13 @@ def run_server(argv: list[str], log: Path, version: str, pids_dir: Path, ready: 
 
     try:
         what = f"{argv[0]} (pid {launched.proc.pid})"
-        port = _await_ready(log, exited, what, lambda: "", ready)
+        port = _await_ready(log, exited, what, lambda: "", ready, timeout)
     except BaseException:
         launched.stop()
         raise
     url = f"nats://127.0.0.1:{port}"
     running = RunningServer(url, "127.0.0.1", port, version, log)
-    return Launched(running, launched.stop, exited)
+    return Launched(running, launched.stop, exited, launched.proc.pid)
 
 
 def image_for(binary: Path, client: Any) -> str:

@@ -15,8 +15,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from pathlib import Path
 from harness.runtime import builds, processes
 from harness.runtime.leftovers import cleanup_leftovers
 from harness.runtime.state import DEFAULT_STATE_DIR
+from harness.servers import launch
 from harness.servers.specs import TargetError
 
 PREFIX = "stan:"
@@ -145,38 +144,38 @@ class StanServerTarget:
             *("-st", "FILE", "--dir", str(run_dir / "store"), "-l", str(log)),
         ]
         try:
-            launched = processes.launch(argv, log, self._state_dir / "pids")
-        except OSError as exc:
+            launched = launch.run_server(
+                argv, log, self._version, self._state_dir / "pids", _ready(), READY_TIMEOUT
+            )
+        except TargetError:
             shutil.rmtree(run_dir, ignore_errors=True)
-            raise StanServerError(f"cannot run {self.binary}: {exc}") from None
+            raise
         try:
-            port = _await_ready(log, launched.proc)
+            assert launched.pid is not None
+            running = launched.running
             yield RunningStan(
-                f"nats://127.0.0.1:{port}", "127.0.0.1", port, cluster_id, launched.proc.pid, log
+                running.url, running.host, running.port, cluster_id, launched.pid, log
             )
         finally:
             launched.stop()
             shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _await_ready(log: Path, proc: subprocess.Popen[bytes]) -> int:
-    """The client port, once the log says the streaming server is ready."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    watch, port, ready = processes.LogWatch(log), None, False
-    while True:
+def _ready() -> launch.Ready:
+    """The client port from the log's "Listening for client connections" line, once the log
+    also says the streaming server is ready."""
+    port: int | None = None
+    ready = False
+
+    def seen(watch: processes.LogWatch) -> int | None:
+        nonlocal port, ready
         for piece in watch.pieces():
-            port = port or _LISTENING.search(piece)
+            if (found := _LISTENING.search(piece)) is not None:
+                port = port or int(found.group(1))
             ready = ready or _READY in piece
-        if port is not None and ready:
-            return int(port.group(1))
-        code = proc.poll()
-        if code is not None or time.monotonic() > deadline:
-            problem = f"exited with status {code}" if code is not None else "was not ready"
-            raise StanServerError(
-                f"{NAME} (pid {proc.pid}) {problem} within {READY_TIMEOUT:g} s; "
-                f"the end of its log:\n{processes.log_tail(log)}"
-            )
-        time.sleep(0.02)
+        return port if ready else None
+
+    return seen
 
 
 def open_target(spec: str = DEFAULT_SPEC, *, state_dir: Path | None = None) -> StanServerTarget:
