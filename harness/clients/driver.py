@@ -30,7 +30,13 @@ from typing import Any, Literal
 
 import jsonschema
 
-from harness.runtime.processes import SPAWNER, STOP_GRACE, release
+from harness.runtime.processes import (
+    SPAWNER,
+    STOP_GRACE,
+    exit_status,
+    stop_process,
+    wait_unreaped,
+)
 
 PROTOCOL = "nats-conformance-driver/2"
 # Drivers still on /1 are accepted while they migrate: their hello has no capabilities.
@@ -321,22 +327,8 @@ class DriverProcess:
     # --- the process -----------------------------------------------------------------------------
 
     def _status(self) -> int | None:
-        """The exit status (negative: killed by that signal) without reaping; None while it runs.
-
-        Not reaping keeps the pid (and so the process group id) reserved until close() has
-        stopped the whole group.
-        """
-        if self._proc.returncode is not None:
-            return self._proc.returncode
-        try:
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return self._proc.poll()
-        if info is None:
-            return None
-        if info.si_code == os.CLD_EXITED:
-            return info.si_status
-        return -info.si_status
+        """The exit status without reaping (runtime.processes.exit_status); None while it runs."""
+        return exit_status(self._proc)
 
     def _stderr_tail(self) -> str:
         if self._status() is not None:
@@ -535,23 +527,10 @@ class DriverProcess:
             self._cleanup()
 
     def _stop_group(self, grace: float) -> None:
-        """Wait ``grace`` for a clean exit, else SIGTERM then SIGKILL; then SIGKILL what is left
-        of its process group (grandchildren) while the unreaped leader reserves the group id."""
-        deadline = time.monotonic() + grace
-        for sig in (None, signal.SIGTERM, signal.SIGKILL):
-            if sig is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.pid, sig)
-                deadline = time.monotonic() + STOP_GRACE
-            while self._status() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            if self._status() is not None:
-                break
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
-        status = self._proc.wait()
-        release(self.pid)  # what left its process group (a session of its own)
-        self.transcript.add("note", _describe_status(status))
+        """Wait ``grace`` for a clean exit, then stop it and what is left of its process and
+        control groups (runtime.processes.stop_process)."""
+        wait_unreaped(self._proc, grace)
+        self.transcript.add("note", _describe_status(stop_process(self._proc, STOP_GRACE)))
 
     def __enter__(self) -> DriverProcess:
         return self

@@ -86,33 +86,52 @@ def _kill_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def stop_process(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> None:
+def exit_status(proc: subprocess.Popen[Any]) -> int | None:
+    """The exit status (negative: killed by that signal) without reaping; None while it runs.
+
+    Not reaping keeps the pid, and so the process group id, reserved until the group has been
+    stopped: a reaped pid may be reused, and its group with it.
+    """
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return proc.poll()
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def wait_unreaped(proc: subprocess.Popen[Any], seconds: float) -> int | None:
+    """Wait up to ``seconds`` for ``proc`` to end, without reaping it; its status, or None."""
+    deadline = time.monotonic() + seconds
+    while (status := exit_status(proc)) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return status
+
+
+def stop_process(proc: subprocess.Popen[Any], grace: float = STOP_GRACE) -> int:
     """Stop ``proc`` and its process group: SIGTERM, SIGKILL after ``grace`` seconds, then
     SIGKILL whatever is left of the group (children of a wrapper that did not ``exec``) while
-    the unreaped leader still reserves the group id. A process started without a group of its
-    own is signalled alone."""
+    the unreaped leader still reserves the group id, then reap it and kill what is left of its
+    control group. A process started without a group of its own is signalled alone. Its exit
+    status."""
     own_group = _own_group(proc.pid)
     try:
-        _stop(proc, grace, own_group)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if exit_status(proc) is not None:
+                break
+            if own_group:
+                _kill_group(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
+            wait_unreaped(proc, grace)
+        if own_group:
+            _kill_group(proc.pid, signal.SIGKILL)
+        return proc.wait()
     finally:
         release(proc.pid)
-
-
-def _stop(proc: subprocess.Popen[Any], grace: float, own_group: bool) -> None:
-    if proc.poll() is None:
-        if own_group:
-            _kill_group(proc.pid, signal.SIGTERM)
-        else:
-            proc.terminate()
-        try:
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            if own_group:
-                _kill_group(proc.pid, signal.SIGKILL)
-            proc.kill()
-    if own_group:
-        _kill_group(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def release(pid: int) -> None:
