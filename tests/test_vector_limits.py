@@ -16,20 +16,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_vectors import GOOD_CASE
 
 from conformance import vector_values, vectors
 
 MiB = 1024 * 1024
-GOOD_CASE = {
-    "id": "t.ping",
-    "description": "PING parses",
-    "source": {"document": "client-protocol.txt", "section": "PING/PONG"},
-    "level": "must",
-    "roles": ["reference"],
-    "kind": "protocol.parse",
-    "input": {"direction": "client", "bytes": "PING\r\n"},
-    "expect": {"events": [{"op": "PING"}]},
-}
 # 4 GiB from a few bytes of JSON, every count within the schema's maximum (16777216).
 GIGA = {"repeat": {"repeat": "PING", "count": 16777216}, "count": 64}
 PASSING = "protocol.ping-pong.session.ping-pong"  # a bundled wire case nats-server passes
