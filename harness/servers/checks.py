@@ -39,5 +39,5 @@ def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> Cas
     except TargetError as exc:
         return CaseResult("error", str(exc), (time.monotonic() - started) * 1000)
     if names:
-        return jetstream_names.check(case, server, timeout=timeout)
+        return jetstream_names.check(case, server, timeout=max(timeout, jetstream_names.API_WAIT))
     return run_wire_script(wire, server, timeout=timeout)

@@ -47,6 +47,11 @@ from harness.runtime.transcripts import Transcript
 from harness.servers.specs import RunningServer
 from harness.servers.wire import CaseResult, Outcome, WireConnection
 
+# Seconds a JetStream API request may take: creating a stream writes its store, which on a
+# loaded machine can take longer than a wire exchange's wait. An answer ends the wait, so the
+# passing path costs nothing more.
+API_WAIT = 5.0
+
 KIND = "name.validate"
 SERVER_CONFIG: dict[str, Any] = {"jetstream": True}
 API = "$JS.API"
