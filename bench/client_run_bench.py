@@ -27,10 +27,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from harness.clients import targets as clients
+from nats_conformance.harness.clients import targets as clients
 
 GOAL_SECONDS = 60.0
-RUN = "from harness.cli import main; raise SystemExit(main())"
+RUN = "from nats_conformance.harness.cli import main; raise SystemExit(main())"
 
 
 def build(spec: str) -> float | None:

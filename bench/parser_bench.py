@@ -19,7 +19,7 @@ from importlib.metadata import version
 
 from nats.protocol.parser import Parser as NatsPyParser
 
-from conformance.protocol import Direction, HMsg, Msg, Parser, encode
+from nats_conformance.conformance.protocol import Direction, HMsg, Msg, Parser, encode
 
 CHUNK = 64 * 1024
 

@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from reports import pipeline
-from reports.spark import session
+from nats_conformance.reports import pipeline
+from nats_conformance.reports.spark import session
 
 TARGETS = 50
 CASES = 330

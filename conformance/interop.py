@@ -17,8 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from conformance.subjects import matches
-from conformance.vector_values import BytesError, Mismatch, decode_bytes, encode_bytes
+from nats_conformance.conformance.subjects import matches
+from nats_conformance.conformance.vector_values import (
+    BytesError,
+    Mismatch,
+    decode_bytes,
+    encode_bytes,
+)
 
 Headers = tuple[tuple[str, str], ...]
 HeaderOrder = Literal["exact", "per-name"]

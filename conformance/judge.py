@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from conformance import headers, protocol, subjects
+from nats_conformance.conformance import headers, protocol, subjects
 
 Outcome = Literal["pass", "fail"]
 SHOWN = 300  # characters of one value a message shows
@@ -128,7 +128,7 @@ def judge_encoded_block(expect: dict[str, Any], got: bytes | Rejected) -> Judgem
         return _fail(f"encoded headers the documents refuse ({expect['error']}) as {_short(got)}")
     if isinstance(got, Rejected):
         return _fail(f"refused headers the documents allow: {got.detail}")
-    from conformance.vectors import decode_bytes  # vectors imports this module
+    from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
 
     want = decode_bytes(expect["block"], "expect.block")
     if got == want:
@@ -239,7 +239,7 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
     the probe PING sent after the bytes). Input that ends inside an operation delivers nothing of
     it and keeps the connection open.
     """
-    from conformance.vectors import decode_bytes  # vectors imports this module
+    from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
 
     events = expect["events"]
     problems = _delivery_problems(expected_deliveries(events), got.delivered, decode_bytes)

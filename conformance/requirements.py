@@ -5,9 +5,12 @@ what counts as normative, and why ids stay stable). This module builds that inde
 documents, derives each case's ``requirements`` from its ``source.quote``, and checks both.
 Everything is pure but ``main`` (the committed generator) and ``load_index``.
 
-    python -m conformance.requirements index [--spec DIR]   # rewrite vectors/requirements.json
-    python -m conformance.requirements cite                 # rewrite the cases' requirements
-    python -m conformance.requirements changes [--spec DIR] # statements that moved or changed
+    python -m nats_conformance.conformance.requirements index [--spec DIR]
+        rewrite vectors/requirements.json
+    python -m nats_conformance.conformance.requirements cite
+        rewrite the cases' requirements
+    python -m nats_conformance.conformance.requirements changes [--spec DIR]
+        the statements that moved or changed
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from conformance.vectors import BUNDLED_DIR, NOT_VECTORS, Case, Problem, normalise_whitespace
+from nats_conformance.conformance.vectors import (
+    BUNDLED_DIR,
+    NOT_VECTORS,
+    Case,
+    Problem,
+    normalise_whitespace,
+)
 
 FORMAT = "nats-conformance-requirements/1"
 INDEX_PATH = BUNDLED_DIR / "requirements.json"
@@ -279,7 +288,7 @@ def _cite_files(index: list[dict[str, str]]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m conformance.requirements")
+    parser = argparse.ArgumentParser(prog="python -m nats_conformance.conformance.requirements")
     parser.add_argument("action", choices=["index", "cite", "changes"])
     parser.add_argument("--spec", type=Path, default=DEFAULT_SPEC)
     args = parser.parse_args(argv)

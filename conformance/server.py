@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance import subjects
-from conformance.protocol import (
+from nats_conformance.conformance import subjects
+from nats_conformance.conformance.protocol import (
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
     Connect,

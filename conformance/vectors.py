@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 
-from conformance import (
+from nats_conformance.conformance import (
     client_script,
     headers,
     interop,
@@ -31,29 +31,29 @@ from conformance import (
 )
 
 # Re-exported: the vector API stays in one place for its users.
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     BYTES_FIELDS as BYTES_FIELDS,
 )
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     SHOWN as SHOWN,
 )
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     BytesError as BytesError,
 )
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     Mismatch as Mismatch,
 )
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     decode_bytes as decode_bytes,
 )
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     encode_bytes as encode_bytes,
 )
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import (
     excerpt as excerpt,
 )
-from conformance.vector_values import expanded_size, over_limit, size_text
-from conformance.vector_values import (
+from nats_conformance.conformance.vector_values import expanded_size, over_limit, size_text
+from nats_conformance.conformance.vector_values import (
     op_pattern as op_pattern,
 )
 

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from conformance import protocol, server
-from conformance.vector_values import Mismatch, decode_bytes, excerpt, op_pattern
+from nats_conformance.conformance import protocol, server
+from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt, op_pattern
 
 DEFAULT_CONNECTION = "main"
 # Operations a server may send at any time (keep-alive, async INFO): left out of what an

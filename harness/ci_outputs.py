@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from harness.gate import FAILING, GATING_LEVEL, Verdict
-from harness.results import OUTCOMES, ResultRow, bounded
+from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Verdict
+from nats_conformance.harness.results import OUTCOMES, ResultRow, bounded
 
 Judged = Sequence[tuple[ResultRow, Verdict]]
 

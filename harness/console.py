@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from harness.gate import Verdict
-from harness.results import LEVELS, OUTCOMES, ResultRow
+from nats_conformance.harness.gate import Verdict
+from nats_conformance.harness.results import LEVELS, OUTCOMES, ResultRow
 
 # Gating problems the closing summary lists one by one (each message is bounded already).
 SHOWN_PROBLEMS = 50

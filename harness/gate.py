@@ -21,8 +21,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from harness.implementations import implementation, spec_version
-from harness.results import ResultRow
+from nats_conformance.harness.implementations import implementation, spec_version
+from nats_conformance.harness.results import ResultRow
 
 BASELINE_FORMAT = "nats-conformance-baseline/2"
 FORMAT_1 = "nats-conformance-baseline/1"  # keyed by target spec; converted when loaded

@@ -29,14 +29,20 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.vectors import BUNDLED_DIR, Case, vector_files
-from harness.gate import FAILING, SHIPPED_BASELINE, Baseline, BaselineError, Verdict
-from harness.results import ResultRow, ResultsWriter, read_rows, run_id
+from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, vector_files
+from nats_conformance.harness.gate import (
+    FAILING,
+    SHIPPED_BASELINE,
+    Baseline,
+    BaselineError,
+    Verdict,
+)
+from nats_conformance.harness.results import ResultRow, ResultsWriter, read_rows, run_id
 
 if TYPE_CHECKING:  # the server- and client-side modules load only when the plugin is used
-    from harness.clients.checks import CheckResult
-    from harness.clients.targets import ClientTarget
-    from harness.results import RunContext
+    from nats_conformance.harness.clients.checks import CheckResult
+    from nats_conformance.harness.clients.targets import ClientTarget
+    from nats_conformance.harness.results import RunContext
 
 RESULTS_ENV = "NATS_CONFORMANCE_RESULTS"
 ROOT = "nats-conformance"  # the virtual directory every item's node id starts with
@@ -88,7 +94,7 @@ class _ClientRun:
     waiting: dict[str, CheckResult] = field(default_factory=dict)
 
     def result(self, row_id: str, cases: list[Case]) -> CheckResult | None:
-        from harness.clients.vectors import run_client_vectors
+        from nats_conformance.harness.clients.vectors import run_client_vectors
 
         if self.rows is None:
             self.rows = run_client_vectors(self.client, cases)
@@ -123,14 +129,14 @@ class _Session:
     client_runs: dict[str, _ClientRun] = field(default_factory=dict)
 
     def target(self, spec: str) -> Any:
-        from harness.servers.kinds import open_target
+        from nats_conformance.harness.servers.kinds import open_target
 
         if spec not in self.targets:
             self.targets[spec] = open_target(spec)
         return self.targets[spec]
 
     def client_run(self, spec: str) -> _ClientRun:
-        from harness.clients.targets import open_client
+        from nats_conformance.harness.clients.targets import open_client
 
         if spec not in self.client_runs:
             self.client_runs[spec] = _ClientRun(open_client(spec))
@@ -210,7 +216,7 @@ def pytest_configure(config: pytest.Config) -> None:
         baseline = Baseline.load(baseline_path, missing_ok=update)
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from harness.results import RunContext
+    from nats_conformance.harness.results import RunContext
 
     paths = [Path(p) for p in config.getoption("nats_vectors")]
     paths = paths or config.getini("nats_vectors") or [BUNDLED_DIR]
@@ -255,8 +261,8 @@ def virtual_files(paths: Iterable[Path]) -> Iterator[tuple[str, Path]]:
 def client_row_ids(cases: Iterable[Case]) -> Iterator[tuple[str, Case]]:
     """The row ids ``run_client_vectors`` gives ``cases``, each with its case: one per row of
     every path that applies, ``ID@client`` when none does, the case id for a client script."""
-    from harness.clients import scripts
-    from harness.clients import vectors as client_vectors
+    from nats_conformance.harness.clients import scripts
+    from nats_conformance.harness.clients import vectors as client_vectors
 
     for case in client_vectors.client_cases(cases):
         if case.kind == scripts.KIND:
@@ -272,8 +278,8 @@ def client_row_ids(cases: Iterable[Case]) -> Iterator[tuple[str, Case]]:
 
 class VectorFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
-        from conformance.vectors import load_path
-        from harness.servers.runner import server_cases
+        from nats_conformance.conformance.vectors import load_path
+        from nats_conformance.harness.servers.runner import server_cases
 
         state = self.config.stash[_STATE]
         loaded = load_path(self.path)
@@ -353,8 +359,8 @@ class VectorItem(_CaseItem):
     role = "server"
 
     def runtest(self) -> None:
-        from harness.servers.checks import check_case
-        from harness.servers.runner import record
+        from nats_conformance.harness.servers.checks import check_case
+        from nats_conformance.harness.servers.runner import record
 
         state = self.config.stash[_STATE]
         target = state.target(self.spec)
@@ -369,7 +375,7 @@ class ClientRowItem(_CaseItem):
     role = "client"
 
     def runtest(self) -> None:
-        from harness.clients.checks import write_result
+        from nats_conformance.harness.clients.checks import write_result
 
         state = self.config.stash[_STATE]
         run = state.client_run(self.spec)

@@ -19,8 +19,8 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from conformance import vectors
-from conformance.vectors import Source
+from nats_conformance.conformance import vectors
+from nats_conformance.conformance.vectors import Source
 
 ROW_KEYS = (
     "run_id", "time", "suite_version", "vectors_version", "target", "target_kind",

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
-from conformance import vectors
+from nats_conformance.conformance import vectors
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from harness.clients.checks import RegisteredCheck
+    from nats_conformance.harness.clients.checks import RegisteredCheck
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from harness.gate import FAILING
-from harness.implementations import implementation
-from harness.results import LEVELS, OUTCOMES
-from reports import coverage
-from reports.model import (
+from nats_conformance.harness.gate import FAILING
+from nats_conformance.harness.implementations import implementation
+from nats_conformance.harness.results import LEVELS, OUTCOMES
+from nats_conformance.reports import coverage
+from nats_conformance.reports.model import (
     Cell,
     Change,
     Counts,

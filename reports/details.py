@@ -13,8 +13,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from conformance import vectors
-from harness.results import requirement
+from nats_conformance.conformance import vectors
+from nats_conformance.harness.results import requirement
 
 Key = tuple[str, str, str]  # (run_id, target, case_id)
 

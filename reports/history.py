@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.results import ROW_KEYS
+from nats_conformance.harness.results import ROW_KEYS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
-from harness.results import LEVELS, OUTCOMES
-from reports.model import (
+from nats_conformance.harness.results import LEVELS, OUTCOMES
+from nats_conformance.reports.model import (
     Change,
     Counts,
     Failure,

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.results import DETAILS_SUFFIX, LEVELS, MESSAGE_LIMIT, OUTCOMES, ROW_KEYS, details_path
+from nats_conformance.harness.results import (
+    DETAILS_SUFFIX,
+    LEVELS,
+    MESSAGE_LIMIT,
+    OUTCOMES,
+    ROW_KEYS,
+    details_path,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

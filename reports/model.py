@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.gate import FAILING
-from harness.results import INTEROP_KIND
+from nats_conformance.harness.gate import FAILING
+from nats_conformance.harness.results import INTEROP_KIND
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from reports import html
-from reports.analysis import version_order
-from reports.model import Counts, Report, TargetReport
+from nats_conformance.reports import html
+from nats_conformance.reports.analysis import version_order
+from nats_conformance.reports.model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
 BADGE_LABEL = "NATS conformance"

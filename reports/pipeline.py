@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reports import analysis, details, history, ingest, outputs
-from reports.model import Report
-from reports.spark import session
+from nats_conformance.reports import analysis, details, history, ingest, outputs
+from nats_conformance.reports.model import Report
+from nats_conformance.reports.spark import session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
-from harness.runtime.containers import ContainerError, docker_client
+from nats_conformance.harness.runtime.containers import ContainerError, docker_client
 
 # No deadlines: a loaded CI machine must not turn a slow example into a failure.
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,8 +18,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from harness.runtime.processes import stop_process
-from reports.model import (
+from nats_conformance.harness.runtime.processes import stop_process
+from nats_conformance.reports.model import (
     Cell,
     Change,
     Counts,

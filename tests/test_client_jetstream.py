@@ -9,16 +9,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from conformance import vectors
-from harness.clients import jetstream as client_jetstream
-from harness.clients import targets as clients
-from harness.clients.checks import Session, Verdict
-from harness.clients.driver import DriverReply
-from harness.clients.jetstream import JetStreamRun, judge_create, limit
-from harness.clients.targets import LIBRARIES, ClientError, open_client
-from harness.servers.jetstream_names import NameSession
-from harness.servers.kinds import open_target
-from harness.servers.specs import RunningServer
+from nats_conformance.conformance import vectors
+from nats_conformance.harness.clients import jetstream as client_jetstream
+from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients.checks import Session, Verdict
+from nats_conformance.harness.clients.driver import DriverReply
+from nats_conformance.harness.clients.jetstream import JetStreamRun, judge_create, limit
+from nats_conformance.harness.clients.targets import LIBRARIES, ClientError, open_client
+from nats_conformance.harness.servers.jetstream_names import NameSession
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer
 
 # --- judging -----------------------------------------------------------------------------------
 

@@ -4,13 +4,18 @@ and the report pipeline sees the releases as versions of one implementation."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_command import CLI
 
-from harness.clients.targets import LIBRARIES, ClientError, expand_series, pinned_version
-from reports.analysis import implementation, version_order
+from nats_conformance.harness.clients.targets import (
+    LIBRARIES,
+    ClientError,
+    expand_series,
+    pinned_version,
+)
+from nats_conformance.reports.analysis import implementation, version_order
 
 SERIES_LIBRARIES = [name for name, library in LIBRARIES.items() if library.releases]
 
@@ -55,7 +60,7 @@ def test_the_releases_of_a_series_are_one_implementation(library: str) -> None:
 
 
 def _dry_run(spec: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--dry-run", "--no-report", "--client", spec]
+    cmd = [*CLI, "run", "--dry-run", "--no-report", "--client", spec]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 

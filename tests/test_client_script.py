@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import client_script, vectors
-from conformance.client_script import (
+from nats_conformance.conformance import client_script, vectors
+from nats_conformance.conformance.client_script import (
     answer_problem,
     event_problems,
     event_selects,
@@ -22,8 +22,8 @@ from conformance.client_script import (
     split_plans,
     substitute,
 )
-from conformance.vector_values import Mismatch
-from harness.clients.fake_server import split
+from nats_conformance.conformance.vector_values import Mismatch
+from nats_conformance.harness.clients.fake_server import split
 
 SCRIPT_CASE: dict[str, Any] = {
     "id": "client.sample.delivery",
@@ -244,8 +244,8 @@ def test_every_bundled_script_names_only_known_actions() -> None:
 
 
 def test_cutting_a_large_push_at_every_position_is_refused_with_its_field() -> None:
-    from conformance.client_script import SPLIT_LIMIT, split_plans
-    from conformance.vector_values import Mismatch
+    from nats_conformance.conformance.client_script import SPLIT_LIMIT, split_plans
+    from nats_conformance.conformance.vector_values import Mismatch
 
     assert len(split_plans(SPLIT_LIMIT, "each-position")) == SPLIT_LIMIT - 1
     for how in ("each-position", "bytes"):

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import headers, judge, names, protocol, subjects, vectors
-from conformance.judge import Malformed, Rejected
-from harness.clients import vectors as client_vectors
-from harness.clients.checks import CheckResult
-from harness.clients.targets import ClientError, available_clients, open_client
+from nats_conformance.conformance import headers, judge, names, protocol, subjects, vectors
+from nats_conformance.conformance.judge import Malformed, Rejected
+from nats_conformance.harness.clients import vectors as client_vectors
+from nats_conformance.harness.clients.checks import CheckResult
+from nats_conformance.harness.clients.targets import ClientError, available_clients, open_client
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR]).cases
 CLIENT_CASES = client_vectors.client_cases(BUNDLED)
@@ -192,7 +192,7 @@ def test_every_library_gets_a_row_per_client_vector(spec: str) -> None:
 
 def test_hmsg_carries_any_block() -> None:
     """The fake server frames a block by its length even when the documents reject it."""
-    from harness.clients.fake_server import hmsg_op
+    from nats_conformance.harness.clients.fake_server import hmsg_op
 
     data = hmsg_op("s", "1", b"NATS/1.0\nX: 1\n\n", b"p")
     assert data == b"HMSG s 1 15 16\r\nNATS/1.0\nX: 1\n\np\r\n"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from conformance import vectors
-from reports import coverage
+from nats_conformance.conformance import vectors
+from nats_conformance.reports import coverage
 
 STATEMENTS = [
     {"id": "d.s.00000001", "document": "d.txt", "section": "S", "kind": "syntax", "words": "A"},

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance.vectors import BUNDLED_DIR, load_all
-from harness.servers import launch
-from harness.servers.binaries import binary_version
-from harness.servers.checks import check_case
-from harness.servers.kinds import open_target, parse_spec
-from harness.servers.specs import TargetError, TargetSpec
-from harness.servers.targets import _server_info
+from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
+from nats_conformance.harness.servers import launch
+from nats_conformance.harness.servers.binaries import binary_version
+from nats_conformance.harness.servers.checks import check_case
+from nats_conformance.harness.servers.kinds import open_target, parse_spec
+from nats_conformance.harness.servers.specs import TargetError, TargetSpec
+from nats_conformance.harness.servers.targets import _server_info
 from tests.test_targets import pid_records, running
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"

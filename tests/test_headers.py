@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import headers
-from conformance.headers import HeaderBlock, HeaderError, Headers, encode_block, parse_block
+from nats_conformance.conformance import headers
+from nats_conformance.conformance.headers import (
+    HeaderBlock,
+    HeaderError,
+    Headers,
+    encode_block,
+    parse_block,
+)
 
 # --- the documents' examples: HDR_LEN and TOT_LEN ----------------------------------------------
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_command import CLI
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import interop, vectors
-from conformance.interop import (
+from nats_conformance.conformance import interop, vectors
+from nats_conformance.conformance.interop import (
     Message,
     Subscription,
     arrives,
@@ -27,15 +28,21 @@ from conformance.interop import (
     expected_receivers,
     judge_receiver,
 )
-from harness.clients import interop as matrix_run
-from harness.clients import interop_cases
-from harness.clients import targets as clients
-from harness.clients.driver import DriverProcess
-from harness.clients.interop import Endpoint
-from harness.clients.interop_cases import message_from_driver
-from harness.clients.targets import LIBRARIES, ClientError, open_client
-from harness.results import ResultRow, ResultsWriter, RunContext, details_path, read_rows
-from harness.servers.kinds import open_target
+from nats_conformance.harness.clients import interop as matrix_run
+from nats_conformance.harness.clients import interop_cases
+from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients.driver import DriverProcess
+from nats_conformance.harness.clients.interop import Endpoint
+from nats_conformance.harness.clients.interop_cases import message_from_driver
+from nats_conformance.harness.clients.targets import LIBRARIES, ClientError, open_client
+from nats_conformance.harness.results import (
+    ResultRow,
+    ResultsWriter,
+    RunContext,
+    details_path,
+    read_rows,
+)
+from nats_conformance.harness.servers.kinds import open_target
 
 # Every library with a driver here; nats-py must build, the others skip with their build's error.
 HOST_SPECS = [
@@ -516,7 +523,7 @@ def test_the_cli_runs_a_users_interop_vectors_through_the_chosen_server(
     path = _broken_vectors(tmp_path / "v")
     results = tmp_path / "r.jsonl"
     cmd = [
-        sys.executable, "-m", "harness.cli", "run", "--client", MUST_BUILD, "--vectors", str(path),
+        *CLI, "run", "--client", MUST_BUILD, "--vectors", str(path),
         "--server", f"url:{server_url}", "--no-report", "--results", str(results),
     ]  # fmt: skip
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from conformance import protocol
-from conformance.vectors import BUNDLED_DIR, load_all
-from harness.gate import Baseline, Verdict
-from harness.results import ResultsWriter, details_path
-from harness.servers import jetstream_names, runner
-from harness.servers.checks import check_case
-from harness.servers.kinds import open_target
-from harness.servers.specs import RunningServer
-from harness.servers.targets import ServerTarget
+from nats_conformance.conformance import protocol
+from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
+from nats_conformance.harness.gate import Baseline, Verdict
+from nats_conformance.harness.results import ResultsWriter, details_path
+from nats_conformance.harness.servers import jetstream_names, runner
+from nats_conformance.harness.servers.checks import check_case
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.servers.targets import ServerTarget
 
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}
 REACHED = ("stream-name", "consumer-name", "durable-name", "kv-bucket-name", "os-bucket-name")

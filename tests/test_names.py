@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import names
+from nats_conformance.conformance import names
 
 PRINTABLE = "".join(map(chr, range(33, 127)))  # printable = ASCII 33 to 126 inclusive
 ALNUM = string.ascii_letters + string.digits

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.clients.patience import (
+from nats_conformance.harness.clients.patience import (
     FLOOR,
     LOOK,
     LOOK_FLOOR,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
-from harness.clients import targets as clients
-from harness.clients.driver import PROTOCOL
-from harness.clients.targets import ClientError, open_client, parse_client_spec
-from harness.results import read_rows
-from harness.runtime import state
+from nats_conformance.harness import cli
+from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients.driver import PROTOCOL
+from nats_conformance.harness.clients.targets import ClientError, open_client, parse_client_spec
+from nats_conformance.harness.results import read_rows
+from nats_conformance.harness.runtime import state
 
 BUNDLED = Path(__file__).resolve().parents[1] / "vectors"
 CASES = ("headers.parse.doc.adr4-one-header", "headers.parse.doc.adr4-multi-value")

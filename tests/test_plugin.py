@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import vectors
-from harness.gate import Baseline
-from harness.results import ROW_KEYS
+from nats_conformance.conformance import vectors
+from nats_conformance.harness.gate import Baseline
+from nats_conformance.harness.results import ROW_KEYS
 
 PASSING = "protocol.ping-pong.session.ping-pong"  # nats-server answers PING with PONG
 FAILING_MUST = "protocol.framing.parse.unknown.pingx"  # nats-server answers PINGX with PONG

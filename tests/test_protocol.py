@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import protocol as p
-from conformance.protocol import Direction
+from nats_conformance.conformance import protocol as p
+from nats_conformance.conformance.protocol import Direction
 
 # --- strategies --------------------------------------------------------------------------------
 

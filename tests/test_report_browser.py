@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from report_samples import browser_check, browser_tools, sample_report
 
-from reports.html import CSP, render
+from nats_conformance.reports.html import CSP, render
 
 pytestmark = pytest.mark.skipif(
     browser_tools() is None,

@@ -7,15 +7,15 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_command import CLI
 from report_samples import free_port, result_row, write_results
 
-from harness.runtime.processes import stop_process
+from nats_conformance.harness.runtime.processes import stop_process
 
 pyspark = pytest.importorskip("pyspark")
 pytest.importorskip("grpc", reason="Spark Connect needs pyspark[connect]")
@@ -63,7 +63,7 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_the_report_runs_on_spark_connect(connect_url: str, tmp_path: Path) -> None:
     rows = [result_row(case_id=f"c{i}", outcome="fail" if i == 0 else "pass") for i in range(3)]
     results = write_results(tmp_path / "r.jsonl", [*rows, "not json"])
-    cmd = [sys.executable, "-m", "harness.cli", "report", str(results), "--out", "rep",
+    cmd = [*CLI, "report", str(results), "--out", "rep",
            "--spark-master", connect_url]  # fmt: skip
     run = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 1, run.stderr  # the bad row

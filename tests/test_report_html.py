@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 import pytest
 from report_samples import HOSTILE_MESSAGE, HOSTILE_TARGET, HOSTILE_TRANSCRIPT, QUOTE, sample_report
 
-from reports.html import CSP, esc, render, target_id
-from reports.model import Cell, Counts, Failure, Report
+from nats_conformance.reports.html import CSP, esc, render, target_id
+from nats_conformance.reports.model import Cell, Counts, Failure, Report
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 

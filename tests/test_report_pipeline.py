@@ -15,10 +15,10 @@ pytest.importorskip("pyspark")
 
 from report_samples import RUN_A, result_row, write_results
 
-from harness.results import ROW_KEYS
-from reports import analysis, outputs, pipeline
-from reports.model import Report
-from reports.spark import session
+from nats_conformance.harness.results import ROW_KEYS
+from nats_conformance.reports import analysis, outputs, pipeline
+from nats_conformance.reports.model import Report
+from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
 
@@ -258,7 +258,7 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
 
 
 def test_missing_input_is_refused(spark: Any, tmp_path: Path) -> None:
-    from reports.ingest import ResultsInputError
+    from nats_conformance.reports.ingest import ResultsInputError
 
     with pytest.raises(ResultsInputError, match="no such file"):
         build(spark, tmp_path, tmp_path / "absent.jsonl")
@@ -289,7 +289,7 @@ def test_a_results_row_has_the_keys_the_pipeline_reads() -> None:
 
 def test_coverage_json_and_page_come_from_the_latest_runs(spark: Any, tmp_path: Path) -> None:
     # A server case and a client row of a vector (<vector id>@<path>) citing one statement each.
-    from conformance.vectors import BUNDLED_DIR, load_all
+    from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
 
     cited = [c for c in load_all([BUNDLED_DIR]).cases if c.data.get("requirements")]
     server_case, client_case = cited[0], cited[-1]

@@ -18,10 +18,10 @@ pytest.importorskip("pyspark")
 
 from report_samples import RUN_A, result_row, write_results
 
-from harness.cli import failure_reason, main
-from harness.results import ROW_KEYS
-from reports import history, ingest, pipeline
-from reports.spark import session
+from nats_conformance.harness.cli import failure_reason, main
+from nats_conformance.harness.results import ROW_KEYS
+from nats_conformance.reports import history, ingest, pipeline
+from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
 # Spark escapes ':' '/' '=' as %XX: escaped, this name is far over a directory name's 255 bytes.

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_command import CLI
 
-from conformance import requirements, vectors
+from nats_conformance.conformance import requirements, vectors
 
 SPEC = requirements.DEFAULT_SPEC
 DOC = (
@@ -82,7 +82,7 @@ def test_with_citations_sets_and_replaces() -> None:
 def _check(tmp_path: Path, case: dict) -> subprocess.CompletedProcess[str]:
     doc = {"format": vectors.FORMAT, "group": "t", "title": "t", "cases": [case]}
     (tmp_path / "t.json").write_text(json.dumps(doc))
-    cmd = [sys.executable, "-m", "harness.cli", "vectors", "check", str(tmp_path / "t.json")]
+    cmd = [*CLI, "vectors", "check", str(tmp_path / "t.json")]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
 
 

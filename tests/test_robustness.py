@@ -10,7 +10,6 @@ import json
 import socket
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,11 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_command import CLI
 
-from conformance.vectors import BUNDLED_DIR, load_all
-from harness.servers.runner import GREETING_CASE
-from harness.servers.specs import RunningServer
-from harness.servers.wire import RECEIVE_BUDGET, CaseResult, WireConnection, run_wire_script
+from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
+from nats_conformance.harness.servers.runner import GREETING_CASE
+from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.servers.wire import (
+    RECEIVE_BUDGET,
+    CaseResult,
+    WireConnection,
+    run_wire_script,
+)
 
 TIMEOUT = 0.25
 # A verdict may take a few waits (INFO, a send, a receive, a close), never more.
@@ -338,7 +343,7 @@ def test_a_broken_greeting_is_a_verdict_not_a_crash(name: str, tmp_path: Path) -
     server = FakeServer(BROKEN_GREETINGS[name])
     results = tmp_path / "r.jsonl"
     url = f"url:nats://127.0.0.1:{server.port}"
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--server", url,
+    cmd = [*CLI, "run", "--server", url,
            "--results", str(results), "--no-report"]  # fmt: skip
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -374,7 +379,7 @@ def answers_slowly(conn: socket.socket, stop: threading.Event) -> None:
 
 
 def test_a_case_that_outlives_its_deadline_is_an_error_row(monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.servers.wire as wire_module
+    import nats_conformance.harness.servers.wire as wire_module
 
     monkeypatch.setattr(wire_module, "CASE_SECONDS", 1.0)
     ping = {"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}
@@ -397,7 +402,7 @@ def floods_msgs(conn: socket.socket, stop: threading.Event) -> None:
 
 
 def test_a_flood_of_valid_messages_keeps_a_bounded_transcript() -> None:
-    from harness.runtime.transcripts import KEPT_BYTES
+    from nats_conformance.harness.runtime.transcripts import KEPT_BYTES
 
     server = FakeServer(floods_msgs)
     try:

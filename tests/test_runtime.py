@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.runtime import cgroups, processes
-from harness.servers.binaries import binary_version, installed_binary
-from harness.servers.kinds import open_target
-from harness.servers.specs import TargetError
+from nats_conformance.harness.runtime import cgroups, processes
+from nats_conformance.harness.servers.binaries import binary_version, installed_binary
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import TargetError
 
 
 def running(pid: int) -> bool:
@@ -167,11 +167,11 @@ for line in sys.stdin:
 def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from conformance.vectors import BUNDLED_DIR, load_all
-    from harness.clients import targets as clients
-    from harness.clients.checks import STEP
-    from harness.clients.vectors import run_client_vectors
-    from harness.runtime import state
+    from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
+    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients.checks import STEP
+    from nats_conformance.harness.clients.vectors import run_client_vectors
+    from nats_conformance.harness.runtime import state
 
     source = tmp_path / "drivers" / "nats-py"
     source.mkdir(parents=True)
@@ -228,7 +228,7 @@ def test_a_child_that_starts_its_own_session_is_stopped_with_its_parent(tmp_path
 
 @needs_cgroups
 def test_a_driver_whose_child_starts_a_session_leaves_nothing(tmp_path: Path) -> None:
-    from harness.clients.driver import DriverProcess
+    from nats_conformance.harness.clients.driver import DriverProcess
 
     pid_file = tmp_path / "escaped"
     driver = DriverProcess.start(
@@ -268,7 +268,7 @@ def test_what_escaped_a_killed_run_is_stopped_by_the_next(tmp_path: Path) -> Non
         [
             sys.executable,
             "-c",
-            "import time; from harness.clients.driver import DriverProcess;"
+            "import time; from nats_conformance.harness.clients.driver import DriverProcess;"
             f"DriverProcess.start(['sh', '-c', {ESCAPES.format(pid_file=pid_file)!r} + 'cat']);"
             "time.sleep(60)",
         ]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from conformance import protocol as p
-from conformance.server import ServerConfig, ServerModel
+from nats_conformance.conformance import protocol as p
+from nats_conformance.conformance.server import ServerConfig, ServerModel
 
 QUIET = b'CONNECT {"verbose":false,"headers":true}\r\n'
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness import cli
+from nats_conformance.harness import cli
 
 
 def test_smoke_passes_for_nats_py(capsys: pytest.CaptureFixture[str]) -> None:

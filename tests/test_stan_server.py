@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance import streaming as pb
-from conformance import streaming_client as sc
-from conformance import vectors
-from conformance.streaming_server import Outbound, StreamingServerModel
-from harness import cli
-from harness.clients import streaming_clients
-from harness.clients.streaming import (
+from nats_conformance.conformance import streaming as pb
+from nats_conformance.conformance import streaming_client as sc
+from nats_conformance.conformance import vectors
+from nats_conformance.conformance.streaming_server import Outbound, StreamingServerModel
+from nats_conformance.harness import cli
+from nats_conformance.harness.clients import streaming_clients
+from nats_conformance.harness.clients.streaming import (
     SERVER_CHECKS,
     Observation,
     StreamingBridge,
@@ -28,13 +28,13 @@ from harness.clients.streaming import (
     run_server_session,
     run_stan_server_checks,
 )
-from harness.results import ResultsWriter, RunContext, details_path, read_rows
-from harness.runtime.leftovers import cleanup_leftovers
-from harness.runtime.processes import start_time
-from harness.runtime.state import DEFAULT_STATE_DIR
-from harness.servers import stan as stan_server
-from harness.servers.kinds import open_target
-from harness.servers.specs import RunningServer, TargetError
+from nats_conformance.harness.results import ResultsWriter, RunContext, details_path, read_rows
+from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
+from nats_conformance.harness.runtime.processes import start_time
+from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from nats_conformance.harness.servers import stan as stan_server
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer, TargetError
 
 needs_go = pytest.mark.skipif(shutil.which("go") is None, reason="the streaming server needs Go")
 # Where the reference streaming server itself does not do what the documents say: it has no
@@ -228,7 +228,7 @@ def test_verdicts() -> None:
 def test_a_killed_run_leaves_no_server(stan: stan_server.StanServerTarget) -> None:
     script = (
         "import sys, time\n"
-        "from harness.servers import stan as stan_server\n"
+        "from nats_conformance.harness.servers import stan as stan_server\n"
         "with stan_server.open_target().launch('killed') as r:\n"
         "    print(r.pid, r.log_path.parent, flush=True)\n"
         "    time.sleep(60)\n"

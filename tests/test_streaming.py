@@ -17,8 +17,8 @@ from google.protobuf.message import Message as PbMessage
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import streaming
-from conformance.streaming import DecodeError, StartPosition
+from nats_conformance.conformance import streaming
+from nats_conformance.conformance.streaming import DecodeError, StartPosition
 
 # streaming-fields.md, typed again: message, field, number, proto3 type.
 FIELDS_MD = """

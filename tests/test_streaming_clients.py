@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from conformance import streaming as pb
-from conformance import streaming_client as sc
-from conformance import streaming_codec_client as scc
-from conformance import vectors
-from harness.clients import streaming_clients
-from harness.clients.driver import schema_problem
-from harness.clients.streaming import python_client_row
-from harness.clients.targets import build_driver
-from harness.results import ResultsWriter, RunContext
-from harness.servers.kinds import open_target
+from nats_conformance.conformance import streaming as pb
+from nats_conformance.conformance import streaming_client as sc
+from nats_conformance.conformance import streaming_codec_client as scc
+from nats_conformance.conformance import vectors
+from nats_conformance.harness.clients import streaming_clients
+from nats_conformance.harness.clients.driver import schema_problem
+from nats_conformance.harness.clients.streaming import python_client_row
+from nats_conformance.harness.clients.targets import build_driver
+from nats_conformance.harness.results import ResultsWriter, RunContext
+from nats_conformance.harness.servers.kinds import open_target
 
 CASES = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases if c.kind == sc.KIND]
 BY_ID = {c.id: c for c in CASES}

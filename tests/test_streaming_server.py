@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import streaming as pb
-from conformance.streaming import StartPosition
-from conformance.streaming_server import StreamingServerModel
+from nats_conformance.conformance import streaming as pb
+from nats_conformance.conformance.streaming import StartPosition
+from nats_conformance.conformance.streaming_server import StreamingServerModel
 
 
 def _request(model: StreamingServerModel, subject: str, message: pb.Message, now: int = 0) -> list:

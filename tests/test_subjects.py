@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from conformance import subjects
+from nats_conformance.conformance import subjects
 
 # Printable ASCII except the separator and the wildcards, plus some UTF-8 (accepted, "may").
 TOKEN_CHARS = "".join(chr(c) for c in range(33, 127) if chr(c) not in ".*>") + "éÜß日🙂"

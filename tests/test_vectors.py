@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import jsonschema
 import pytest
+from cli_command import CLI
 
-from conformance import protocol, vectors, wire_script
+from nats_conformance.conformance import protocol, vectors, wire_script
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR])
 
@@ -105,7 +105,7 @@ def _spec(directory: Path) -> Path:
 
 def _check(*paths: Path) -> subprocess.CompletedProcess[str]:
     spec = _spec(paths[0].parent / "spec")
-    cmd = [sys.executable, "-m", "harness.cli", "vectors", "check", "--spec", str(spec),
+    cmd = [*CLI, "vectors", "check", "--spec", str(spec),
            *map(str, paths)]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
 
@@ -242,7 +242,7 @@ def test_a_mismatch_quotes_a_bounded_excerpt_of_what_came() -> None:
 
 
 def test_row_messages_are_bounded_with_size_and_digest() -> None:
-    from harness.results import MESSAGE_LIMIT, bounded
+    from nats_conformance.harness.results import MESSAGE_LIMIT, bounded
 
     text = "y" * (MESSAGE_LIMIT * 10)
     cut = bounded(text)
@@ -252,7 +252,7 @@ def test_row_messages_are_bounded_with_size_and_digest() -> None:
 
 
 def test_every_bundled_quote_is_its_documents_words() -> None:
-    from harness.cli import DEFAULT_SPEC, _documents
+    from nats_conformance.harness.cli import DEFAULT_SPEC, _documents
 
     documents = _documents(DEFAULT_SPEC)
     if documents is None:

@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance.vectors import BUNDLED_DIR, Case, decode_bytes, load_all
-from harness.runtime.processes import stop_process
-from harness.runtime.transcripts import Transcript, TranscriptEvent, escape
-from harness.servers.checks import check_case
-from harness.servers.specs import RunningServer, TargetError
-from harness.servers.wire import run_wire_script
+from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, decode_bytes, load_all
+from nats_conformance.harness.runtime.processes import stop_process
+from nats_conformance.harness.runtime.transcripts import Transcript, TranscriptEvent, escape
+from nats_conformance.harness.servers.checks import check_case
+from nats_conformance.harness.servers.specs import RunningServer, TargetError
+from nats_conformance.harness.servers.wire import run_wire_script
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}

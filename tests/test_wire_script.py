@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conformance import protocol as p
-from conformance.server import Broker, ServerConfig, ServerModel
-from conformance.vector_values import Mismatch
-from conformance.wire_script import (
+from nats_conformance.conformance import protocol as p
+from nats_conformance.conformance.server import Broker, ServerConfig, ServerModel
+from nats_conformance.conformance.vector_values import Mismatch
+from nats_conformance.conformance.wire_script import (
     ConnectionPlan,
     compare_exchange,
     connection_of,

@@ -20,22 +20,22 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from conformance import headers, protocol, vectors
-from conformance.judge import grouped
-from conformance.vectors import Source
-from harness.clients.driver import DriverError
-from harness.clients.fake_server import (
+from nats_conformance.conformance import headers, protocol, vectors
+from nats_conformance.conformance.judge import grouped
+from nats_conformance.conformance.vectors import Source
+from nats_conformance.harness.clients.driver import DriverError
+from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
     hmsg_op,
 )
-from harness.clients.targets import ClientError
-from harness.results import Found, ResultRow, ResultsWriter
+from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.results import Found, ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
-    from harness.clients.driver import DriverProcess, DriverReply
-    from harness.clients.targets import ClientTarget
-    from harness.results import RunContext
+    from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
+    from nats_conformance.harness.clients.targets import ClientTarget
+    from nats_conformance.harness.results import RunContext
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)

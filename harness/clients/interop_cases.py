@@ -16,14 +16,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from conformance import interop, vectors
-from conformance.interop import InteropSpec, Message
-from conformance.vectors import Problem, Source
-from harness.clients.driver import DriverError, DriverReply
-from harness.results import bounded
+from nats_conformance.conformance import interop, vectors
+from nats_conformance.conformance.interop import InteropSpec, Message
+from nats_conformance.conformance.vectors import Problem, Source
+from nats_conformance.harness.clients.driver import DriverError, DriverReply
+from nats_conformance.harness.results import bounded
 
 if TYPE_CHECKING:
-    from harness.clients.interop import Delivered, Pair
+    from nats_conformance.harness.clients.interop import Delivered, Pair
 
 Outcome = Literal["pass", "fail", "error", "skip"]
 KIND = "interop"

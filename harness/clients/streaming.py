@@ -26,22 +26,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance import protocol as p
-from conformance import streaming as pb
-from conformance import vectors
-from conformance.streaming import DecodeError, StartPosition
-from conformance.streaming_server import Outbound, Stored, StreamingServerModel, replay
-from conformance.vectors import Source
-from harness.clients.driver import DriverError
-from harness.clients.targets import ClientError
-from harness.results import ResultRow, ResultsWriter, RunContext
-from harness.runtime.limits import READ_LIMITS
-from harness.runtime.state import DEFAULT_STATE_DIR
-from harness.servers.specs import RunningServer
-from harness.servers.stan import NAME, StanServerTarget
+from nats_conformance.conformance import protocol as p
+from nats_conformance.conformance import streaming as pb
+from nats_conformance.conformance import vectors
+from nats_conformance.conformance.streaming import DecodeError, StartPosition
+from nats_conformance.conformance.streaming_server import (
+    Outbound,
+    Stored,
+    StreamingServerModel,
+    replay,
+)
+from nats_conformance.conformance.vectors import Source
+from nats_conformance.harness.clients.driver import DriverError
+from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.runtime.limits import READ_LIMITS
+from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.servers.stan import NAME, StanServerTarget
 
 if TYPE_CHECKING:  # streaming_clients imports this module's bridge
-    from harness.clients.streaming_clients import StreamingClient
+    from nats_conformance.harness.clients.streaming_clients import StreamingClient
 
 PYTHON_CLIENT = "asyncio-nats-streaming==0.4.0"
 
@@ -854,7 +859,9 @@ def _client_observations(
 ) -> dict[str, Observation]:
     """Each streaming.client case's steps through ``client`` against a fresh streaming server
     (``session()``: a context giving its (url, cluster id)), judged as the server's answer."""
-    from harness.clients import streaming_clients  # it imports this module's bridge
+    from nats_conformance.harness.clients import (
+        streaming_clients,  # it imports this module's bridge
+    )
 
     observed = {}
     for case in cases:

@@ -25,16 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance import streaming as pb
-from conformance import streaming_client as sc
-from conformance import streaming_codec_client as scc
-from conformance import vectors
-from conformance.streaming_server import StreamingServerModel
-from harness.clients.checks import CheckResult
-from harness.clients.driver import DriverError, DriverProcess, DriverReply
-from harness.clients.streaming import StreamingBridge
-from harness.clients.targets import ClientError, Library, build_driver, pinned_version
-from harness.servers.specs import RunningServer
+from nats_conformance.conformance import streaming as pb
+from nats_conformance.conformance import streaming_client as sc
+from nats_conformance.conformance import streaming_codec_client as scc
+from nats_conformance.conformance import vectors
+from nats_conformance.conformance.streaming_server import StreamingServerModel
+from nats_conformance.harness.clients.checks import CheckResult
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply
+from nats_conformance.harness.clients.streaming import StreamingBridge
+from nats_conformance.harness.clients.targets import (
+    ClientError,
+    Library,
+    build_driver,
+    pinned_version,
+)
+from nats_conformance.harness.servers.specs import RunningServer
 
 PROTOCOL = "nats-conformance-stan-driver/1"
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "drivers" / "stan-protocol.schema.json"

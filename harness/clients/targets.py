@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.clients.driver import DriverError, DriverProcess, capability_names
-from harness.runtime import builds, containers, state
-from harness.runtime.containers import ContainerError
-from harness.runtime.leftovers import cleanup_leftovers
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess, capability_names
+from nats_conformance.harness.runtime import builds, containers, state
+from nats_conformance.harness.runtime.containers import ContainerError
+from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
 
 DRIVERS_DIR = Path(__file__).resolve().parents[1] / "drivers"
 BUILD_TIMEOUT = 1800.0  # seconds one build may take (a cold Rust or Java build takes minutes)

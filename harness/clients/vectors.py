@@ -30,11 +30,11 @@ from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from conformance import headers, judge, protocol, vectors
-from conformance.judge import Judgement, Malformed, Rejected
-from harness.clients import jetstream as client_jetstream
-from harness.clients import scripts as client_scripts
-from harness.clients.checks import (
+from nats_conformance.conformance import headers, judge, protocol, vectors
+from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
+from nats_conformance.harness.clients import jetstream as client_jetstream
+from nats_conformance.harness.clients import scripts as client_scripts
+from nats_conformance.harness.clients.checks import (
     HEADER_BLOCK,
     QUIET,
     STEP,
@@ -46,13 +46,18 @@ from harness.clients.checks import (
     _is,
     connected,
 )
-from harness.clients.driver import DriverError, DriverReply
-from harness.clients.fake_server import FakeConnection, hmsg_op, msg_op
-from harness.clients.fake_server import encode as encode_op
-from harness.clients.patience import QUIET_FLOOR, RoundTrips, look_for_more, patience
+from nats_conformance.harness.clients.driver import DriverError, DriverReply
+from nats_conformance.harness.clients.fake_server import FakeConnection, hmsg_op, msg_op
+from nats_conformance.harness.clients.fake_server import encode as encode_op
+from nats_conformance.harness.clients.patience import (
+    QUIET_FLOOR,
+    RoundTrips,
+    look_for_more,
+    patience,
+)
 
 if TYPE_CHECKING:
-    from harness.clients.targets import ClientTarget
+    from nats_conformance.harness.clients.targets import ClientTarget
 
 T = TypeVar("T")
 # Driver error types that mean "the library refused this input" (protocol 1 says `invalid`,

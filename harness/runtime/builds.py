@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.runtime import processes
-from harness.runtime.state import locked
+from nats_conformance.harness.runtime import processes
+from nats_conformance.harness.runtime.state import locked
 
 MARKER = ".nats-conformance-build.json"  # in the output directory, written after a build succeeded
 

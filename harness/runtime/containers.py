@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.runtime import processes
-from harness.runtime.state import LOCAL_HOSTS
+from nats_conformance.harness.runtime import processes
+from nats_conformance.harness.runtime.state import LOCAL_HOSTS
 
 # Where bin/docker-engine keeps its private engine (same variable, same default).
 PRIVATE_DOCKER_DIR = Path(

@@ -13,9 +13,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-from harness.runtime import processes
-from harness.runtime.state import locked
-from harness.servers.specs import TargetError, TargetSpec
+from nats_conformance.harness.runtime import processes
+from nats_conformance.harness.runtime.state import locked
+from nats_conformance.harness.servers.specs import TargetError, TargetSpec
 
 DEBIAN_SERVER = Path("/usr/sbin/nats-server")
 VERSION_TIMEOUT = 10.0  # seconds --version may take

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 
-from conformance.vectors import Case
-from harness.servers import jetstream_names
-from harness.servers.specs import TargetError
-from harness.servers.targets import ServerTarget
-from harness.servers.wire import CaseResult, run_wire_script
+from nats_conformance.conformance.vectors import Case
+from nats_conformance.harness.servers import jetstream_names
+from nats_conformance.harness.servers.specs import TargetError
+from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.wire import CaseResult, run_wire_script
 
 
 def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> CaseResult:

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.runtime import processes
-from harness.servers import launch
-from harness.servers.config import config_text
-from harness.servers.launch import Launched, Ready
-from harness.servers.specs import TargetError
+from nats_conformance.harness.runtime import processes
+from nats_conformance.harness.servers import launch
+from nats_conformance.harness.servers.config import config_text
+from nats_conformance.harness.servers.launch import Launched, Ready
+from nats_conformance.harness.servers.specs import TargetError
 
 HOST = "127.0.0.1"
 VERSION_TIMEOUT = 10.0  # seconds the version command may take

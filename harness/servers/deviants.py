@@ -6,7 +6,7 @@ deviation (a small pure function over operations, from a table) and re-encodes i
 Bytes the reference rejects or cannot re-encode go on exactly as they came, so the real server
 (or client) judges them; with the ``none`` deviation the proxy changes nothing that matters.
 
-``python -m harness.servers.deviants`` prints the catalog.
+``python -m nats_conformance.harness.servers.deviants`` prints the catalog.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from conformance import subjects
-from conformance.protocol import (
+from nats_conformance.conformance import subjects
+from nats_conformance.conformance.protocol import (
     CRLF,
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
@@ -48,9 +48,9 @@ from conformance.protocol import (
     Unsub,
     encode,
 )
-from harness.runtime.limits import READ_LIMITS
-from harness.servers.specs import RunningServer, TargetError, TargetSpec
-from harness.servers.targets import ServerTarget
+from nats_conformance.harness.runtime.limits import READ_LIMITS
+from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
+from nats_conformance.harness.servers.targets import ServerTarget
 
 LOCALHOST = "127.0.0.1"
 CHUNK = 1 << 16

@@ -41,11 +41,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from conformance import headers, protocol
-from conformance.vectors import Case
-from harness.runtime.transcripts import Transcript
-from harness.servers.specs import RunningServer
-from harness.servers.wire import CaseResult, Outcome, WireConnection
+from nats_conformance.conformance import headers, protocol
+from nats_conformance.conformance.vectors import Case
+from nats_conformance.harness.runtime.transcripts import Transcript
+from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.servers.wire import CaseResult, Outcome, WireConnection
 
 # Seconds a JetStream API request may take: creating a stream writes its store, which on a
 # loaded machine can take longer than a wire exchange's wait. An answer ends the wait, so the

@@ -12,10 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.runtime.leftovers import cleanup_leftovers
-from harness.servers import deviants, stan
-from harness.servers.specs import TargetError, TargetSpec, parse_binary_spec, parse_url
-from harness.servers.targets import ServerTarget
+from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
+from nats_conformance.harness.servers import deviants, stan
+from nats_conformance.harness.servers.specs import (
+    TargetError,
+    TargetSpec,
+    parse_binary_spec,
+    parse_url,
+)
+from nats_conformance.harness.servers.targets import ServerTarget
 
 Bad = Callable[[str], TargetError]
 

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from conformance.vectors import Case, LoadResult, load_all
-from harness.gate import FAILING, GATING_LEVEL, Baseline, Verdict, flaky_message
-from harness.results import Found, ResultRow, ResultsWriter, RunContext
-from harness.servers import jetstream_names
-from harness.servers.checks import check_case
-from harness.servers.targets import ServerTarget
-from harness.servers.wire import CaseResult
+from nats_conformance.conformance.vectors import Case, LoadResult, load_all
+from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Baseline, Verdict, flaky_message
+from nats_conformance.harness.results import Found, ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.servers import jetstream_names
+from nats_conformance.harness.servers.checks import check_case
+from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.wire import CaseResult
 
 # The case that checks a server's greeting: run first, so a broken greeting fails a must case.
 GREETING_CASE = "protocol.info.session.greeting"

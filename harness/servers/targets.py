@@ -22,14 +22,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from conformance.protocol import Direction, Info, Parser
-from harness.runtime import containers, processes
-from harness.runtime.containers import ContainerError
-from harness.runtime.state import DEFAULT_STATE_DIR
-from harness.servers import binaries, described, launch
-from harness.servers.config import config_text
-from harness.servers.launch import Launched
-from harness.servers.specs import RunningServer, TargetError, TargetSpec
+from nats_conformance.conformance.protocol import Direction, Info, Parser
+from nats_conformance.harness.runtime import containers, processes
+from nats_conformance.harness.runtime.containers import ContainerError
+from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from nats_conformance.harness.servers import binaries, described, launch
+from nats_conformance.harness.servers.config import config_text
+from nats_conformance.harness.servers.launch import Launched
+from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
 
 
 class GreetingError(TargetError):

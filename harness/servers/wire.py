@@ -14,14 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from conformance import protocol, vectors, wire_script
-from conformance.wire_script import ConnectionPlan
-from harness.runtime.limits import READ_LIMITS
-from harness.runtime.transcripts import Direction, Transcript
-from harness.servers import tls
+from nats_conformance.conformance import protocol, vectors, wire_script
+from nats_conformance.conformance.wire_script import ConnectionPlan
+from nats_conformance.harness.runtime.limits import READ_LIMITS
+from nats_conformance.harness.runtime.transcripts import Direction, Transcript
+from nats_conformance.harness.servers import tls
 
 if TYPE_CHECKING:
-    from harness.servers.specs import RunningServer, TlsOptions
+    from nats_conformance.harness.servers.specs import RunningServer, TlsOptions
 
 Outcome = Literal["pass", "fail", "error", "skip"]
 
