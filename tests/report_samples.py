@@ -370,7 +370,7 @@ def sample_report() -> Report:
         runs_total=sum(t.runs for t in targets),
         rows_total=sum(t.run.rows * t.runs for t in targets),
         rows_added=120,
-        invalid_rows=["reports/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"],
+        invalid_rows=["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"],
         invalid_total=1,
         details=details,
     )

@@ -35,7 +35,7 @@ def test_report_loads_cleanly_and_shows_the_matrix(tmp_path: Path) -> None:
 
 def test_the_published_report_loads_cleanly() -> None:
     """The committed report, made by the pipeline from real runs, passes the same check."""
-    published = REPO / "reports" / "published" / "index.html"
+    published = REPO / "published" / "report" / "index.html"
     shot = REPO / "out" / "artifacts" / "published-report-screenshot.png"
     assert browser_check(published, shot) == []
     assert shot.read_bytes().startswith(PNG)
