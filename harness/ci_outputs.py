@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Verdict
-from nats_conformance.harness.results import OUTCOMES, ResultRow, bounded
+from nats_conformance.harness.results import ResultRow, bounded
 
 Judged = Sequence[tuple[ResultRow, Verdict]]
 
@@ -153,26 +153,44 @@ def md_text(text: str, limit: int = MD_MESSAGE_LIMIT) -> str:
     return _MD_SPECIAL.sub(r"\\\1", one_line)
 
 
+# The summary's count columns: a must row's outcome, except that a baselined failure (or
+# error) counts as baselined, not as fail or error, and a pass the gate ran again as flaky.
+MD_COLUMNS = ("pass", "fail", "error", "skip", "baselined", "flaky")
+MD_LEGEND = (
+    "Counts of `must` cases. fail and error: gating failures the baseline does not list; "
+    "baselined: failures the baseline expects; flaky: failed, then passed when run again, or "
+    "a pass of a case the baseline marks flaky (not gating)."
+)
+
+
+def _md_column(row: ResultRow, verdict: Verdict) -> str:
+    """The summary column a must row counts in."""
+    if verdict is Verdict.EXPECTED:
+        return "baselined"
+    return "flaky" if verdict is Verdict.FLAKY else row.outcome
+
+
 def summary_md(rows: Judged) -> str:
-    """Per target: the must counts, the unexpected failures first, then stale baseline entries."""
+    """Per target the must counts (MD_COLUMNS), the unexpected failures first, then stale
+    baseline entries, then flaky cases."""
     lines = ["## nats-conformance", ""]
     if not rows:
         return "\n".join([*lines, "No case ran.", ""])
     lines += [
-        "| target | version | " + " | ".join(f"must {o}" for o in OUTCOMES) + " | baselined |",
-        "|---|---|" + "---:|" * (len(OUTCOMES) + 1),
+        "| target | version | " + " | ".join(f"must {c}" for c in MD_COLUMNS) + " |",
+        "|---|---|" + "---:|" * len(MD_COLUMNS),
     ]
     judged_by_target = _by_target(rows)
     for target, judged in judged_by_target.items():
-        must = Counter(row.outcome for row, _ in judged if row.level == GATING_LEVEL)
-        baselined = sum(v is Verdict.EXPECTED for _, v in judged)
-        cells = " | ".join(str(must[o]) for o in OUTCOMES)
-        lines.append(f"| {md_text(target)} | {md_text(judged[0][0].target_version)} | {cells} "
-                     f"| {baselined} |")  # fmt: skip
+        must = Counter(_md_column(row, v) for row, v in judged if row.level == GATING_LEVEL)
+        cells = " | ".join(str(must[c]) for c in MD_COLUMNS)
+        lines.append(f"| {md_text(target)} | {md_text(judged[0][0].target_version)} | {cells} |")
+    lines += ["", MD_LEGEND]
     for target, judged in judged_by_target.items():
         for verdict, title in (
             (Verdict.UNEXPECTED, "unexpected failures"),
             (Verdict.STALE, "stale baseline entries (they pass now)"),
+            (Verdict.FLAKY, "flaky (not gating)"),
         ):
             found = [row for row, v in judged if v is verdict]
             if not found:

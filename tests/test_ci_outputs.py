@@ -38,6 +38,24 @@ def test_markdown_lists_stale_entries_and_neutralises_a_targets_words() -> None:
     assert md_text("a\r\nb") == "a b"
 
 
+def test_markdown_counts_baselined_and_flaky_apart_from_gating_failures() -> None:
+    rows = [
+        (_row("a.pass", "pass"), Verdict.OK),
+        (_row("a.flaky", "pass", "flaky: passed on attempt 2"), Verdict.FLAKY),
+        (_row("a.bad", "fail"), Verdict.UNEXPECTED),
+        (_row("a.known", "fail"), Verdict.EXPECTED),
+        (_row("a.known-error", "error"), Verdict.EXPECTED),
+        (_row("a.broken", "error"), Verdict.UNEXPECTED),
+        (_row("a.skip", "skip"), Verdict.OK),
+        (_row("a.should", "fail", level="should"), Verdict.OK),
+    ]
+    lines = summary_md(rows).splitlines()
+    assert "| target | version | must pass | must fail | must error | must skip | must baselined " \
+        "| must flaky |" in lines
+    assert "| srv | 1.0 | 1 | 1 | 1 | 1 | 2 | 1 |" in lines  # the should row counts nowhere
+    assert "### srv: 1 flaky (not gating)" in lines
+
+
 def test_progress_off_a_terminal_prints_a_line_every_n_cases_and_timed_steps() -> None:
     stream, now = io.StringIO(), [0.0]
     progress = Progress(5, stream, every_n=2, every_s=60, clock=lambda: now[0])
