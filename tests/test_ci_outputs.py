@@ -50,8 +50,10 @@ def test_markdown_counts_baselined_and_flaky_apart_from_gating_failures() -> Non
         (_row("a.should", "fail", level="should"), Verdict.OK),
     ]
     lines = summary_md(rows).splitlines()
-    assert "| target | version | must pass | must fail | must error | must skip | must baselined " \
+    assert (
+        "| target | version | must pass | must fail | must error | must skip | must baselined "
         "| must flaky |" in lines
+    )
     assert "| srv | 1.0 | 1 | 1 | 1 | 1 | 2 | 1 |" in lines  # the should row counts nowhere
     assert "### srv: 1 flaky (not gating)" in lines
 
