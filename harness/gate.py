@@ -15,11 +15,11 @@ binary at another path, or the same server at another port, meets the same entri
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from nats_conformance.harness.implementations import implementation, spec_version
 from nats_conformance.harness.results import ResultRow
@@ -166,6 +166,31 @@ def flaky_message(failures: list[str], last: str) -> str:
     return f"flaky: passed on attempt {len(failures) + 1} after {earlier}" + (
         f"; then: {last}" if last else ""
     )
+
+
+class Attempt(Protocol):
+    """A result a case can be run again for: a dataclass with an outcome and a message."""
+
+    outcome: str
+    message: str
+
+
+A = TypeVar("A", bound=Attempt)
+
+
+def attempts(
+    first: A, again: Callable[[], A], reruns: int, stop: Callable[[A], bool] = lambda a: False
+) -> tuple[A, bool]:
+    """``first``, and while the case fails (unless ``stop`` says running it again is pointless)
+    ``again()``, up to ``reruns`` more times: the last result, and whether it passed after
+    failing (flaky; its message then names each failed attempt, see flaky_message)."""
+    result, failures = first, []
+    while result.outcome in FAILING and len(failures) < reruns and not stop(result):
+        failures.append(f"{result.outcome}: {result.message}")
+        result = again()
+    if failures and result.outcome == "pass":
+        return replace(result, message=flaky_message(failures, result.message)), True  # type: ignore[type-var]
+    return result, False
 
 
 def gate_fails(verdicts: Iterable[Verdict]) -> bool:

@@ -20,9 +20,11 @@ from nats_conformance.harness.runtime import state
 BUNDLED = Path(__file__).resolve().parents[1] / "vectors"
 CASES = ("headers.parse.doc.adr4-one-header", "headers.parse.doc.adr4-multi-value")
 # A protocol-2 driver of a library "acme-nats" 0.3.1 whose only capability is its header
-# parser (a plain split, right for the CASES); every other command is unsupported.
+# parser (a plain split, right for the CASES); every other command is unsupported. Given a file
+# name that does not exist yet, its first decode creates the file and loses the headers (a
+# flaky library: wrong once, right when asked again).
 FAKE_DRIVER = f"""
-import base64, json, sys
+import base64, json, os, sys
 def out(obj):
     sys.stdout.write(json.dumps(obj) + "\\n"); sys.stdout.flush()
 for line in sys.stdin:
@@ -34,6 +36,9 @@ for line in sys.stdin:
     elif cmd == "decode_headers":
         lines = base64.b64decode(request["block_b64"]).decode().split("\\r\\n")[1:-2]
         headers = [line.split(": ", 1) for line in lines]
+        if sys.argv[1:] and not os.path.exists(sys.argv[1]):
+            open(sys.argv[1], "w").close()
+            headers = []
         out({{"id": rid, "ok": True,
              "result": {{"status": None, "description": None, "headers": headers}}}})
     elif cmd == "exit":
@@ -103,6 +108,24 @@ def test_a_driver_program_runs_the_vectors_like_a_bundled_library(
     skipped = [row for row in read_rows(results) if row.case_id.endswith("@hmsg")]
     assert skipped and all(row.outcome == "skip" for row in skipped)
     assert not (tmp_path / "state" / "drivers").exists()  # nothing was built
+
+
+def test_a_client_case_failing_once_is_run_again_and_reported_flaky(
+    fake_driver: Path, vectors_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    marker, summary = tmp_path / "decoded-once", tmp_path / "summary.md"
+    spec = f"driver:{sys.executable} '{fake_driver}' '{marker}'"
+    one = ("--client", spec, "--case", CASES[0])
+    assert run(vectors_dir, tmp_path / "once.jsonl", *one) == 1  # the first answer fails the gate
+    assert decode_rows(tmp_path / "once.jsonl")[CASES[0]][2] == "fail"
+    marker.unlink()
+    again = ("--rerun-failures", "1", "--summary-md", str(summary))
+    assert run(vectors_dir, tmp_path / "again.jsonl", *one, *again) == 0
+    [row] = [r for r in read_rows(tmp_path / "again.jsonl") if r.case_id == f"{CASES[0]}@decode"]
+    assert row.outcome == "pass" and row.message.startswith("flaky: passed on attempt 2 after ")
+    assert "1 flaky (failed, then passed when run again; not gating):" in capsys.readouterr().out
+    [line] = [line for line in summary.read_text().splitlines() if line.startswith("| driver:")]
+    assert line.endswith("| 0.3.1 | 0 | 0 | 0 | 1 | 0 | 1 |")  # pass, fail, error, skip, ..., flaky
 
 
 def test_a_driver_program_takes_its_library_from_hello(fake_driver: Path) -> None:

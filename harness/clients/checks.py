@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
-from functools import cache
+from dataclasses import dataclass, field, replace
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import headers, protocol, vectors
@@ -30,6 +30,7 @@ from nats_conformance.harness.clients.fake_server import (
     hmsg_op,
 )
 from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.gate import GATING_LEVEL, attempts
 from nats_conformance.harness.results import Found, ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
@@ -522,3 +523,41 @@ def run_client_checks(
         for check in (CLIENT_CHECKS if checks is None else checks)
         for result in check(client)
     ]
+
+
+# --- running a failing row again -----------------------------------------------------------------
+
+Rerun = Callable[[str], Iterable[CheckResult]]  # a row id -> the rows of a new run of its case
+
+
+def rerun_failures(
+    results: Iterable[CheckResult], again: Rerun, reruns: int, listed: Callable[[str], bool]
+) -> Iterator[tuple[CheckResult, bool]]:
+    """Each of ``results`` and whether it is flaky: a gating failure (a must row that fails and
+    that ``listed``, the baseline, does not name) is run again through ``again``, up to
+    ``reruns`` more times (harness.gate.attempts)."""
+    for result in results:
+        gating = result.level == GATING_LEVEL and not listed(result.case_id)
+        yield attempts(result, partial(_row_again, again, result), reruns if gating else 0)
+
+
+def _row_again(again: Rerun, result: CheckResult) -> CheckResult:
+    """The row of ``result``'s case in a new run of it (an error row when it gave none)."""
+    found = [row for row in again(result.case_id) if row.case_id == result.case_id]
+    if not found:
+        return replace(result, outcome="error", message="running the case again gave no row")
+    return found[0]
+
+
+def rerun_by_vector(
+    run: Callable[[list[vectors.Case]], Iterable[CheckResult]], cases: list[vectors.Case]
+) -> Rerun:
+    """Run again through ``run`` the vector of a row (its id is ``<vector id>[@<path>]``)."""
+    by_id = {case.id: case for case in cases}
+    return lambda row_id: run([by_id[row_id.partition("@")[0]]])
+
+
+def rerun_by_check(client: ClientTarget, checks: list[RegisteredCheck]) -> Rerun:
+    """Run again the registered check that gives a row."""
+    by_row = {d.id: check for check in checks for d in check.definitions()}
+    return lambda row_id: by_row[row_id](client)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from nats_conformance.conformance.vectors import Case, LoadResult, load_all
-from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Baseline, Verdict, flaky_message
+from nats_conformance.harness.gate import GATING_LEVEL, Baseline, Verdict, attempts
 from nats_conformance.harness.results import Found, ResultRow, ResultsWriter, RunContext
 from nats_conformance.harness.servers import jetstream_names
 from nats_conformance.harness.servers.checks import check_case
@@ -78,7 +78,10 @@ def run_target(
             else:
                 gating = case.level == GATING_LEVEL
                 unlisted = gating and not baseline.lists(target.name, version, case.id)
-                result, flaky = _attempts(case, target, reruns if unlisted else 0)
+                # A broken greeting is not run again: it breaks every case, and the run says so.
+                again = partial(check_case, case, target)
+                result, flaky = attempts(again(), again, reruns if unlisted else 0,
+                                         stop=lambda result: result.greeting_failed)  # fmt: skip
                 if result.greeting_failed:
                     broken_greeting = f"the target's greeting is broken ({result.message})"
             row = record(ctx, writer, target, version, case, result)
@@ -88,17 +91,3 @@ def run_target(
     finally:
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
     return out
-
-
-def _attempts(case: Case, target: ServerTarget, reruns: int) -> tuple[CaseResult, bool]:
-    """Check ``case``, and while it fails run it again, up to ``reruns`` more times: the last
-    result, and whether it passed after failing (flaky; its message then names each failed
-    attempt). A broken greeting is not run again: it breaks every case, and the run says so."""
-    result = check_case(case, target)
-    failures: list[str] = []
-    while result.outcome in FAILING and len(failures) < reruns and not result.greeting_failed:
-        failures.append(f"{result.outcome}: {result.message}")
-        result = check_case(case, target)
-    if failures and result.outcome == "pass":
-        return replace(result, message=flaky_message(failures, result.message)), True
-    return result, False
