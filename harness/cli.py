@@ -124,7 +124,10 @@ def _run(args: argparse.Namespace) -> int:
         baseline = _baseline(args.baseline, update=args.baseline_update)
         every = [parse_spec(spec) for spec in args.server or []]
         args.client = clients.expand_series(args.client or [])
-        clients.check_driver_commands(args.client)  # before anything runs
+        for spec in args.client:  # every client spec, before anything runs
+            if not _streaming_client(spec):
+                clients.parse_client_spec(spec)
+        clients.check_driver_commands(args.client)
     except (BaselineError, TargetError, clients.ClientError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2

@@ -38,6 +38,7 @@ from nats_conformance.harness.clients.targets import (
     Library,
     build_driver,
     pinned_version,
+    source_problem,
 )
 from nats_conformance.harness.servers.specs import RunningServer
 
@@ -46,10 +47,12 @@ SCHEMA_PATH = Path(__file__).resolve().parents[1] / "drivers" / "stan-protocol.s
 LIBRARIES: dict[str, Library] = {
     lib.name: lib
     for lib in (
-        Library("node-nats-streaming", "npm node-nats-streaming", ("node", "npm")),
-        Library("stan.go", "Go module proxy github.com/nats-io/stan.go", ("go",)),
+        Library("node-nats-streaming", "npm node-nats-streaming", ("node", "npm"),
+                from_source=True),
+        Library("stan.go", "Go module proxy github.com/nats-io/stan.go", ("go",),
+                shares=("nats.go",), from_source=True),
         Library("java-nats-streaming", "Maven Central io.nats:java-nats-streaming",
-                ("java", "mvn")),
+                ("java", "mvn"), shares=("jnats",), from_source=True),
     )
 }  # fmt: skip
 HELLO_TIMEOUT = 30.0  # seconds a fresh driver has to answer hello (a JVM starts slowly)
@@ -80,17 +83,20 @@ class StreamingClient:
 
     library: Library
     version_pin: str | None = None
+    source: Path | None = None  # client:<library>@<path>: the checkout its driver builds against
 
     def __post_init__(self) -> None:
-        self.name = f"client:{self.library.name}"
-        self.version = self.version_pin or pinned_version(self.library.name) or "unknown"
+        at = f"@{self.source}" if self.source else ""
+        self.name = f"client:{self.library.name}{at}"
+        pinned = None if self.source else pinned_version(self.library.name)
+        self.version = self.version_pin or pinned or "unknown"
         self.capabilities: frozenset[str] = frozenset()
         self._out: Path | None = None
 
     def driver(self) -> StanDriverProcess:
         """A started driver that answered hello (ClientError when it cannot build or start)."""
         if self._out is None:
-            self._out = build_driver(self.library, self.version_pin)
+            self._out = build_driver(self.library, self.version_pin, self.source)
         driver = StanDriverProcess.start([str(self._out / "run")], name=self.name)
         try:
             hello = driver.call("hello", timeout=HELLO_TIMEOUT)
@@ -106,11 +112,19 @@ class StreamingClient:
 
 
 def parse_spec(spec: str) -> StreamingClient | None:
-    """The streaming client a spec names (``client:<library>[==X.Y.Z]``), None for others."""
-    library, _, pin = spec.removeprefix("client:").partition("==")
+    """The streaming client a spec names (``client:<library>[==X.Y.Z]``, or
+    ``client:<library>@<path>`` built against a checkout), None for others; ClientError for a
+    checkout it cannot build against."""
+    named, at, source = spec.removeprefix("client:").partition("@")
+    library, pinned, pin = named.partition("==")
     if not spec.startswith("client:") or library not in LIBRARIES:
         return None
-    return StreamingClient(LIBRARIES[library], pin or None)
+    if not at:
+        return StreamingClient(LIBRARIES[library], pin or None)
+    checkout = Path(source).expanduser()
+    if problem := source_problem(LIBRARIES[library], checkout, bool(pinned), container=False):
+        raise ClientError(f"bad client {spec!r}: {problem}")
+    return StreamingClient(LIBRARIES[library], source=checkout.resolve())
 
 
 def available() -> list[str]:

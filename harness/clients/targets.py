@@ -166,7 +166,7 @@ LIBRARIES: dict[str, Library] = {
             files=("/usr/include/nats/nats.h",),
         ),
         Library("async-nats", "crates.io async-nats", ("cargo",)),
-        Library("jnats", "Maven Central io.nats:jnats", ("java", "mvn")),
+        Library("jnats", "Maven Central io.nats:jnats", ("java", "mvn"), from_source=True),
     )
 }
 DEBIAN_NATS_GO = ("1.22.1", Path("/usr/share/gocode/src/github.com/nats-io/nats.go"))
@@ -176,7 +176,7 @@ SERIES = "*"  # the version of `client:<library>==*`: every release of the libra
 def accepted_forms() -> str:
     """The client spec forms and the libraries registered now (outside drivers directories add
     to them)."""
-    with_source = ", ".join(name for name, lib in LIBRARIES.items() if lib.from_source)
+    with_source = ", ".join(from_source_names())
     return (
         "client:<library>, client:<library>==<version>, container:client:<library>[==<version>], "
         f"client:<library>=={SERIES} (its release series), client:<library>@<path> (built against "
@@ -230,7 +230,7 @@ def parse_client_spec(spec: str) -> ClientSpec:
         raise bad(f"{library} does not run in a container")
     if not at:
         return ClientSpec(text, library, pin if sep else None, container)
-    problem = _source_problem(LIBRARIES[library], Path(source).expanduser(), bool(sep), container)
+    problem = source_problem(LIBRARIES[library], Path(source).expanduser(), bool(sep), container)
     if problem:
         raise bad(problem)
     return ClientSpec(text, library, source=Path(source).expanduser().resolve())
@@ -254,13 +254,21 @@ def _driver_command(command: str) -> tuple[str, ...] | str:
     return (os.path.abspath(program), *argv[1:])
 
 
-def _source_problem(library: Library, source: Path, pinned: bool, container: bool) -> str | None:
+def from_source_names() -> list[str]:
+    """The libraries whose driver builds against a local checkout (client:<library>@<path>),
+    the NATS Streaming clients' included."""
+    from nats_conformance.harness.clients import streaming_clients  # it imports this module
+
+    every = {**LIBRARIES, **streaming_clients.LIBRARIES}
+    return [name for name, library in every.items() if library.from_source]
+
+
+def source_problem(library: Library, source: Path, pinned: bool, container: bool) -> str | None:
     """What keeps ``library``'s driver from building against the checkout ``source``."""
     if not library.from_source:
-        supported = ", ".join(name for name, lib in LIBRARIES.items() if lib.from_source)
         return (
-            f"the {library.name} driver cannot build against a local checkout yet "
-            f"(those that can: {supported})"
+            f"the {library.name} driver cannot build against a local checkout "
+            f"(those that can: {', '.join(from_source_names())})"
         )
     if pinned:
         return "a checkout is the version it holds: give @<path> without ==<version>"
