@@ -244,7 +244,7 @@ def test_a_checkout_too_large_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
 @pytest.mark.parametrize(
     ("spec", "reason"),
     [
-        ("client:nats.c@{tmp}", "the nats.c driver cannot build against a local checkout yet"),
+        ("client:nats.c@{tmp}", "the nats.c driver cannot build against a local checkout"),
         ("client:nats-py==2.16.0@{tmp}", "without ==<version>"),
         ("container:client:nats-py@{tmp}", "on the host only"),
         ("client:nats-py@{tmp}/missing", "is not a directory"),
@@ -254,7 +254,7 @@ def test_bad_checkout_specs_say_why(spec: str, reason: str, tmp_path: Path) -> N
     with pytest.raises(ClientError) as raised:
         parse_client_spec(spec.format(tmp=tmp_path))
     assert reason in str(raised.value)
-    assert "nats-py, nats.js, nats.go" in str(raised.value)  # the libraries that can
+    assert "nats-py, nats.js, nats.js-v3, nats.go" in str(raised.value)  # those that can
 
 
 # --- drivers directories from outside ------------------------------------------------------------

@@ -149,7 +149,11 @@ LIBRARIES: dict[str, Library] = {
             from_source=True,
         ),
         Library(
-            "nats.js-v3", "npm @nats-io/transport-node (v3)", ("node", "npm"), shares=("nats.js",)
+            "nats.js-v3",
+            "npm @nats-io/transport-node (v3)",
+            ("node", "npm"),
+            shares=("nats.js",),
+            from_source=True,
         ),
         Library(
             "nats.go",
@@ -165,7 +169,7 @@ LIBRARIES: dict[str, Library] = {
             ("gcc", "pkg-config"),
             files=("/usr/include/nats/nats.h",),
         ),
-        Library("async-nats", "crates.io async-nats", ("cargo",)),
+        Library("async-nats", "crates.io async-nats", ("cargo",), from_source=True),
         Library("jnats", "Maven Central io.nats:jnats", ("java", "mvn"), from_source=True),
     )
 }
@@ -267,8 +271,8 @@ def source_problem(library: Library, source: Path, pinned: bool, container: bool
     """What keeps ``library``'s driver from building against the checkout ``source``."""
     if not library.from_source:
         return (
-            f"the {library.name} driver cannot build against a local checkout "
-            f"(those that can: {', '.join(from_source_names())})"
+            f"the {library.name} driver cannot build against a local checkout: it takes the "
+            f"library from {library.registry} (those that can: {', '.join(from_source_names())})"
         )
     if pinned:
         return "a checkout is the version it holds: give @<path> without ==<version>"

@@ -2,7 +2,8 @@
 # Build the async-nats conformance driver: build.sh SOURCE_DIR OUT_DIR
 # Builds with cargo (crates.io) into OUT_DIR and writes OUT_DIR/run. LIBRARY_VERSION (default: the
 # pinned version below) selects the async-nats release; the build keeps its target directory in
-# OUT_DIR, so a second build of the same version is incremental.
+# OUT_DIR, so a second build of the same version is incremental. LIBRARY_SOURCE, when set, is a
+# local checkout of async-nats: a path dependency instead of the crates.io release.
 set -euo pipefail
 
 PINNED_VERSION=0.51.0
@@ -34,9 +35,13 @@ mkdir -p "$work/src"
 for source in "$source_dir"/src/*.rs; do
     install_if_changed "$source" "$work/src/${source##*/}"
 done
-sed -E "s/^(async-nats = \\{ version = \")=[^\"]+\"/\\1=$version\"/" \
+requirement="version = \"=$version\""
+if [[ -n ${LIBRARY_SOURCE:-} ]]; then
+    requirement="path = \"$LIBRARY_SOURCE\""
+fi
+sed -E "s|^async-nats = \\{ version = \"=[^\"]+\"|async-nats = { $requirement|" \
     "$source_dir/Cargo.toml" >"$work/Cargo.toml.new"
-grep -q "^async-nats = { version = \"=$version\"" "$work/Cargo.toml.new" || {
+grep -qF "async-nats = { $requirement" "$work/Cargo.toml.new" || {
     echo "build.sh: could not set the async-nats requirement in Cargo.toml" >&2
     exit 1
 }
@@ -44,13 +49,13 @@ install_if_changed "$work/Cargo.toml.new" "$work/Cargo.toml"
 rm -f "$work/Cargo.toml.new"
 
 locked=()
-if [[ $version == "$PINNED_VERSION" ]]; then
+if [[ $version == "$PINNED_VERSION" && -z ${LIBRARY_SOURCE:-} ]]; then
     # The committed lock file pins every crate for the default version.
     install_if_changed "$source_dir/Cargo.lock" "$work/Cargo.lock"
     locked=(--locked)
 elif [[ ! -f $work/Cargo.lock ]]; then
-    # Another version: start from the committed lock; cargo moves only what the new
-    # requirement needs.
+    # Another version or a checkout: start from the committed lock; cargo moves only what the
+    # new requirement needs.
     cp "$source_dir/Cargo.lock" "$work/Cargo.lock"
 fi
 
@@ -62,7 +67,7 @@ DRIVER_RUSTC_VERSION=$(rustc --version)
 cargo metadata --format-version 1 --manifest-path "$work/Cargo.toml" "${locked[@]}" >/dev/null
 export DRIVER_LIBRARY_VERSION
 DRIVER_LIBRARY_VERSION=$(cargo pkgid --manifest-path "$work/Cargo.toml" "${locked[@]}" async-nats)
-DRIVER_LIBRARY_VERSION=${DRIVER_LIBRARY_VERSION##*@}
+DRIVER_LIBRARY_VERSION=${DRIVER_LIBRARY_VERSION##*[@#]}  # ...#async-nats@X or ...#X
 cargo build --release --manifest-path "$work/Cargo.toml" "${locked[@]}"
 
 install_if_changed "$CARGO_TARGET_DIR/release/async-nats-driver" "$out_dir/async-nats-driver"

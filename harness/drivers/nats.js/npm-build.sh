@@ -3,8 +3,10 @@
 # usage: npm-build.sh SOURCE_DIR OUT_DIR VERSION PACKAGE...
 # Every PACKAGE is installed at exactly VERSION; the driver's package.json and package-lock.json
 # pin the rest (npm re-resolves in OUT_DIR when VERSION is not the one in the lock).
-# LIBRARY_SOURCE, when set, is a local checkout of the one PACKAGE, installed in its place
-# (npm install PATH: a link to the checkout, which must hold the built package).
+# LIBRARY_SOURCE, when set, is a local checkout installed in the packages' place (npm install
+# PATH: a link to the checkout, which must hold the built packages): SOURCE_PACKAGES names its
+# package directories, "." (the default: the checkout is the one PACKAGE) or several of a
+# monorepo.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$1" && pwd)
@@ -19,8 +21,10 @@ for package in "$@"; do
     specs="$specs $package@$version"
 done
 if [ -n "${LIBRARY_SOURCE:-}" ]; then
-    [ $# -eq 1 ] || { echo "npm-build.sh: LIBRARY_SOURCE takes one package, not: $*" >&2; exit 2; }
-    specs=$LIBRARY_SOURCE
+    specs=""
+    for package in ${SOURCE_PACKAGES:-.}; do
+        specs="$specs $LIBRARY_SOURCE/$package"
+    done
 fi
 cd "$out"
 # shellcheck disable=SC2086  # one word per package spec

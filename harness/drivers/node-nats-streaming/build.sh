@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# build.sh SOURCE_DIR OUT_DIR: install node-nats-streaming (pinned) with the driver
+# build.sh SOURCE_DIR OUT_DIR: install node-nats-streaming (pinned, LIBRARY_VERSION, or
+# LIBRARY_SOURCE: a local checkout, npm install PATH) with the driver
 # (nats-conformance-stan-driver/1).
 set -euo pipefail
 src="$1"; mkdir -p "$2"; out="$(cd "$2" && pwd)"
@@ -7,7 +8,7 @@ version="${LIBRARY_VERSION:-0.3.2}"
 cp "$src/driver.js" "$out/"
 cd "$out"
 [ -f package.json ] || echo '{"name": "nats-conformance-stan-driver", "private": true}' > package.json
-npm install --no-audit --no-fund --loglevel=error "node-nats-streaming@$version" >/dev/null
+npm install --no-audit --no-fund --loglevel=error "${LIBRARY_SOURCE:-node-nats-streaming@$version}" >/dev/null
 printf '#!/bin/sh\nexec node "%s/driver.js" "$@"\n' "$out" > run
 chmod +x run
 echo '{"id":1,"cmd":"hello"}' | ./run | grep -q '"protocol":"nats-conformance-stan-driver/1"' || {
