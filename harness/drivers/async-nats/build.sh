@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build the async-nats conformance driver: build.sh SOURCE_DIR OUT_DIR
 # Builds with cargo (crates.io) into OUT_DIR and writes OUT_DIR/run. LIBRARY_VERSION (default: the
-# pinned version below) selects the async-nats release; the build keeps its target directory in
-# OUT_DIR, so a second build of the same version is incremental. LIBRARY_SOURCE, when set, is a
-# local checkout of async-nats: a path dependency instead of the crates.io release.
+# pinned version below) selects the async-nats release. LIBRARY_SOURCE, when set, is a local
+# checkout of async-nats: a path dependency instead of the crates.io release. Every build beside
+# OUT_DIR shares one cargo target directory, so a release or a checkout compiles only what differs
+# from a build before it (the dependencies are the same crates); builds take turns on it.
 set -euo pipefail
 
 PINNED_VERSION=0.51.0
@@ -59,7 +60,13 @@ elif [[ ! -f $work/Cargo.lock ]]; then
     cp "$source_dir/Cargo.lock" "$work/Cargo.lock"
 fi
 
-export CARGO_TARGET_DIR="$out_dir/target"
+export CARGO_TARGET_DIR
+CARGO_TARGET_DIR="$(dirname "$out_dir")/async-nats.target"
+mkdir -p "$CARGO_TARGET_DIR"
+# Held until this script ends: another build must not replace release/async-nats-driver between
+# this build and its copy into OUT_DIR.
+exec 9>"$CARGO_TARGET_DIR/.build-lock"
+flock 9
 export DRIVER_RUSTC_VERSION
 DRIVER_RUSTC_VERSION=$(rustc --version)
 # The version cargo resolves, compiled into `hello` (the crate's own VERSION constant is
