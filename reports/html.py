@@ -321,12 +321,12 @@ def pair_of(target: str) -> tuple[str, str]:
     return sender, receiver
 
 
-def pair_class(must: Counts) -> str:
-    """A pair failing a must case is red whatever its score; one passing every must case is
-    green; a pair with no judged must case is grey."""
-    if must.failed or must.errored:
+def must_class(failing: int, passed: int) -> str:
+    """Failing a must case is red whatever the score; passing every judged must case is green;
+    nothing judged is grey."""
+    if failing:
         return "s-low"
-    return "s-full" if must.judged else NO_SCORE[0]
+    return "s-full" if passed else NO_SCORE[0]
 
 
 def interop_grid(targets: Sequence[TargetReport], links: Links) -> str:
@@ -353,7 +353,8 @@ def interop_grid(targets: Sequence[TargetReport], links: Links) -> str:
                 f"{pair.run.target} ({pair.run.version})\nmust: {counts_title(must)}\n"
                 f"all levels: {counts_title(pair.totals)}"
             )
-            cells.append(tag("td", link, class_=f"cell {pair_class(must)}", title=title))
+            cls = must_class(must.failed + must.errored, must.passed)
+            cells.append(tag("td", link, class_=f"cell {cls}", title=title))
         rows.append(tag("tr", tag("th", breakable(sender), scope="row") + "".join(cells)))
     return tag(
         "div",

@@ -228,7 +228,7 @@ def strip_table(data: Mapping[str, Any]) -> str:
         )
     stable = ", ".join(f"{n} {o or 'not run'}" for o, n in strip["stable"].items())
     note = html.muted(
-        f"{html.plural(len(strip['cases']), 'case')} fail at some version or change; "
+        f"{html.plural(len(strip['cases']), 'case')} failing at some version or changing; "
         + (f"the other cases keep one outcome at every version ({stable})." if stable else "")
         + " An outlined cell differs from the version before."
     )
@@ -254,7 +254,7 @@ def versions_table(data: Mapping[str, Any]) -> str:
                 + html.tag(
                     "td",
                     html.esc(f"{must['pass']}/{must['pass'] + must['fail'] + must['error']}"),
-                    class_=f"cell {html.score_class(must['score'])}",
+                    class_=f"cell {html.must_class(must['fail'] + must['error'], must['pass'])}",
                 )
                 + html.tag(
                     "td",
@@ -310,7 +310,7 @@ def transcript_block(transcript: Mapping[str, Any], interop: bool) -> str:
     )
 
 
-def evidence(failure: Mapping[str, Any], interop: bool) -> str:
+def evidence(failure: Mapping[str, Any], interop: bool, is_open: bool = False) -> str:
     """A failing case: where it fails, then message, requirement, vector and transcript."""
     at = failure["at"]
     versions = " ".join(html.badge(a["outcome"]) + " " + html.esc(a["version"]) for a in at)
@@ -346,6 +346,7 @@ def evidence(failure: Mapping[str, Any], interop: bool) -> str:
         summary + html.tag("div", "".join(body), class_="body"),
         class_="case",
         id=case_anchor(failure["case_id"]),
+        open="" if is_open else None,
     )
 
 
@@ -391,7 +392,8 @@ def render_implementation(data: Mapping[str, Any], json_name: str) -> str:
                 f"{html.plural(len(failures), 'case')}, must first; each with its "
                 "evidence from the newest version that fails it."
             )
-            + "".join(evidence(f, interop) for f in failures),
+            # The first (a must failure, when there is one) starts open, as an example.
+            + "".join(evidence(f, interop, n == 0) for n, f in enumerate(failures)),
             id="failing",
         )
     )
