@@ -257,6 +257,12 @@ def bundled_index() -> list[dict[str, str]]:
     return load_index()
 
 
+@cache
+def statement_words() -> dict[str, str]:
+    """Statement id -> its words, from the bundled index."""
+    return {statement["id"]: statement["words"] for statement in bundled_index()}
+
+
 def with_citations(text: str, citations: list[list[str]]) -> str:
     """A vector file's text with each case's ``requirements`` (in case order) set right after
     its ``source``, the rest of the text untouched: the files are hand-formatted."""

@@ -221,7 +221,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.no_report:
         return code
-    return max(code, _write_report([results_path], args.report, args.history, args.spark_master))
+    return max(code, _write_report([results_path], args.report, args.history, args.spark_master,
+                                   baseline=args.baseline or SHIPPED_BASELINE))  # fmt: skip
 
 
 def _selection(args: argparse.Namespace) -> Selection:
@@ -336,8 +337,14 @@ def default_targets() -> tuple[list[str], list[str]]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    return _write_report(args.results, args.out, args.history, args.spark_master,
-                         fail_on_regression=args.fail_on_regression)  # fmt: skip
+    return _write_report(
+        args.results,
+        args.out,
+        args.history,
+        args.spark_master,
+        fail_on_regression=args.fail_on_regression,
+        baseline=args.baseline,
+    )
 
 
 def _write_report(
@@ -347,6 +354,7 @@ def _write_report(
     master: str | None,
     *,
     fail_on_regression: bool = False,
+    baseline: Path = SHIPPED_BASELINE,
 ) -> int:
     """Build the report; 0 when fine, 1 for invalid rows (or regressions, when they fail), 3 when
     no report could be written (no Spark, unreadable input, unwritable output or history, any
@@ -354,7 +362,9 @@ def _write_report(
     from nats_conformance.reports import pipeline
 
     try:
-        report, problems = pipeline.build(paths, out, store=history, master=master)
+        report, problems = pipeline.build(
+            paths, out, store=history, master=master, baseline=baseline
+        )
     except Exception as exc:  # every failure of the job means the same: no report, exit 3
         print(f"nats-conformance: no report: {failure_reason(exc)}", file=sys.stderr)
         return 3
@@ -753,6 +763,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-regression",
         action="store_true",
         help="exit 1 when a case that passed in a target's previous run fails in its latest",
+    )
+    report.add_argument(
+        "--baseline",
+        type=Path,
+        default=SHIPPED_BASELINE,
+        metavar="FILE",
+        help="the baseline whose entries' upstream bug reports the report shows beside the "
+        "failures (default: the shipped one)",
     )
     _report_options(report)
     report.set_defaults(func=_report)

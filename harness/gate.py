@@ -10,6 +10,10 @@ message}}}, the implementation named by ``harness.implementations`` (the rule th
 and the version being the one the target reports (each row's ``target_version``). So the same
 binary at another path, or the same server at another port, meets the same entries. The version
 ``*`` stands for every version of the implementation without an entry of its own.
+
+An entry is the message, or an object ``{"message": ..., "upstream": "https://..."}`` whose
+``upstream`` is the URL of the implementation's own bug report: the report shows it beside the
+failure, and ``updated`` keeps it while the case still fails.
 """
 
 from __future__ import annotations
@@ -34,7 +38,11 @@ GATING_LEVEL = "must"
 FAILING = frozenset({"fail", "error"})
 SHIPPED_BASELINE = Path(__file__).resolve().parent / "baseline.json"
 
-Entries = dict[str, dict[str, dict[str, str]]]  # implementation -> version -> case id -> message
+# A baseline entry as the file holds it: the message, or {"message": ..., "upstream": URL}.
+Entry = str | dict[str, str]
+Entries = dict[str, dict[str, dict[str, Entry]]]  # implementation -> version -> case id -> entry
+ENTRY_KEYS = frozenset({"message", "upstream"})
+UPSTREAM_SCHEMES = ("https://", "http://")
 
 
 class Verdict(StrEnum):
@@ -79,15 +87,25 @@ class Baseline:
         if found != BASELINE_FORMAT or not _is_table(expected, depth=3):
             raise BaselineError(
                 f"{path}: not a baseline (format {BASELINE_FORMAT!r} with "
-                '"expected_failures": {implementation: {version: {case_id: message}}})'
+                '"expected_failures": {implementation: {version: {case_id: message}}}; '
+                'a message may be {"message": ..., "upstream": "https://..."})'
             )
         return cls(expected)
+
+    def _raw(self, target: str, version: str, case_id: str) -> Entry | None:
+        versions = self.expected.get(implementation(target), {})
+        return versions.get(version, versions.get(ANY_VERSION, {})).get(case_id)
 
     def entry(self, target: str, version: str, case_id: str) -> str | None:
         """The baseline's message for the case at that implementation and version (None: not
         listed)."""
-        versions = self.expected.get(implementation(target), {})
-        return versions.get(version, versions.get(ANY_VERSION, {})).get(case_id)
+        raw = self._raw(target, version, case_id)
+        return None if raw is None else message_of(raw)
+
+    def upstream(self, target: str, version: str, case_id: str) -> str | None:
+        """The URL of the implementation's bug report the entry names, if any."""
+        raw = self._raw(target, version, case_id)
+        return None if raw is None else upstream_of(raw)
 
     def lists(self, target: str, version: str, case_id: str) -> bool:
         return self.entry(target, version, case_id) is not None
@@ -107,7 +125,7 @@ class Baseline:
     def updated(self, rows: Iterable[ResultRow]) -> Baseline:
         """This baseline with the entry of every (implementation, version) in ``rows`` replaced
         by its failures; the entries of everything else, ``*`` ones included, kept."""
-        fresh: dict[tuple[str, str], dict[str, str]] = {}
+        fresh: dict[tuple[str, str], dict[str, Entry]] = {}
         for row in rows:
             entries = fresh.setdefault((implementation(row.target), row.target_version), {})
             if row.level == GATING_LEVEL and row.outcome in FAILING:
@@ -115,9 +133,14 @@ class Baseline:
         kept = {
             (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
         }
-        for key, entries in fresh.items():  # a case marked flaky stays marked, pass or fail
-            marked = {c: m for c, m in kept.get(key, {}).items() if m.startswith(FLAKY_MARK)}
-            entries |= marked
+        for key, entries in fresh.items():
+            old = kept.get(key, {})
+            # A case marked flaky stays marked, pass or fail; a failure keeps its upstream URL.
+            entries |= {c: e for c, e in old.items() if message_of(e).startswith(FLAKY_MARK)}
+            for case_id, message in entries.items():
+                url = upstream_of(old[case_id]) if case_id in old else None
+                if url is not None and isinstance(message, str):
+                    entries[case_id] = {"message": message, "upstream": url}
         return Baseline(_nested(kept | fresh))
 
     def save(self, path: Path) -> None:
@@ -125,7 +148,15 @@ class Baseline:
         path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _nested(flat: dict[tuple[str, str], dict[str, str]]) -> Entries:
+def message_of(entry: Entry) -> str:
+    return entry if isinstance(entry, str) else entry["message"]
+
+
+def upstream_of(entry: Entry) -> str | None:
+    return None if isinstance(entry, str) else entry.get("upstream")
+
+
+def _nested(flat: dict[tuple[str, str], dict[str, Entry]]) -> Entries:
     """{(implementation, version): cases} as sorted nested tables, without empty entries."""
     out: Entries = {}
     for (impl, version), cases in sorted(flat.items()):
@@ -134,11 +165,11 @@ def _nested(flat: dict[tuple[str, str], dict[str, str]]) -> Entries:
     return out
 
 
-def _from_format_1(path: Path, by_target: dict[str, dict[str, str]]) -> Entries:
+def _from_format_1(path: Path, by_target: dict[str, dict[str, Entry]]) -> Entries:
     """A format-1 baseline ({target: cases}) in format 2: each target's entry becomes its
     implementation's entry for the version its spec pins, else for every version (``*``, what a
     target's entry meant). Two targets that land on one entry must list the same cases."""
-    flat: dict[tuple[str, str], dict[str, str]] = {}
+    flat: dict[tuple[str, str], dict[str, Entry]] = {}
     origin: dict[tuple[str, str], str] = {}
     for target, cases in by_target.items():
         key = (implementation(target), spec_version(target) or ANY_VERSION)
@@ -152,10 +183,23 @@ def _from_format_1(path: Path, by_target: dict[str, dict[str, str]]) -> Entries:
     return _nested(flat)
 
 
+def _is_entry(value: Any) -> bool:
+    """A message, or {"message": text, "upstream": an http(s) URL} (upstream optional)."""
+    if isinstance(value, str):
+        return True
+    return (
+        isinstance(value, dict)
+        and "message" in value
+        and set(value) <= ENTRY_KEYS
+        and all(isinstance(v, str) for v in value.values())
+        and value.get("upstream", UPSTREAM_SCHEMES[0]).startswith(UPSTREAM_SCHEMES)
+    )
+
+
 def _is_table(value: Any, *, depth: int) -> bool:
-    """Nested string-keyed tables ``depth`` deep with string leaves."""
+    """Nested string-keyed tables ``depth`` deep with entries (``_is_entry``) as leaves."""
     if depth == 0:
-        return isinstance(value, str)
+        return _is_entry(value)
     return isinstance(value, dict) and all(_is_table(v, depth=depth - 1) for v in value.values())
 
 

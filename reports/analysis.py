@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.implementations import implementation
 from nats_conformance.harness.results import LEVELS, OUTCOMES
-from nats_conformance.reports import coverage
+from nats_conformance.reports import coverage, strips
 from nats_conformance.reports.model import (
     Cell,
     Change,
@@ -189,6 +189,7 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
         (r.target, r.case_id, r.outcome)
         for r in latest_rows.select("target", "case_id", "outcome").toLocalIterator()
     ]
+    version_strips = strips.build(latest_rows, latest, version_order)
     latest_rows.unpersist()
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
@@ -234,6 +235,7 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
         runs_total=sum(len(r) for r in runs.values()),
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
         coverage=coverage.bundled_coverage(latest_outcomes),
+        strips=version_strips,
     )
 
 

@@ -13,8 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.conformance import vectors
+from nats_conformance.conformance import requirements, vectors
+from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import requirement
+from nats_conformance.reports.model import TargetReport
 
 Key = tuple[str, str, str]  # (run_id, target, case_id)
 
@@ -48,3 +50,42 @@ def bundled_requirements() -> dict[str, dict[str, str]]:
     """Case id -> the requirement (document, section, quote, description) of bundled vectors."""
     loaded = vectors.load_all([vectors.BUNDLED_DIR])
     return {case.id: requirement(case.source, case.data["description"]) for case in loaded.cases}
+
+
+def vector_of(case_id: str) -> dict[str, Any] | None:
+    """The bundled vector behind a row's case id (a client row's id is ``<vector id>@<path>``):
+    its file, its id and the statements of the requirement index it cites, with their words."""
+    found = bundled_vectors().get(case_id.split("@", 1)[0])
+    if found is None:
+        return None
+    statements = requirements.statement_words()
+    file, vector_id, cited = found
+    return {
+        "file": file,
+        "case_id": vector_id,
+        "requirements": [{"id": rid, "words": statements.get(rid, "")} for rid in cited],
+    }
+
+
+@cache
+def bundled_vectors() -> dict[str, tuple[str, str, tuple[str, ...]]]:
+    """Vector id -> (file as ``vectors/<name>``, id, cited requirement ids)."""
+    loaded = vectors.load_all([vectors.BUNDLED_DIR])
+    return {
+        case.id: (
+            f"vectors/{Path(case.file).name}",
+            case.id,
+            tuple(case.data.get("requirements", ())),
+        )
+        for case in loaded.cases
+    }
+
+
+def upstream(targets: Iterable[TargetReport], baseline: Baseline) -> dict[tuple[str, str], str]:
+    """(target, case id) -> the bug report URL the baseline entry of a failing case names."""
+    return {
+        (t.run.target, f.case_id): url
+        for t in targets
+        for f in t.failures
+        if (url := baseline.upstream(t.run.target, t.run.version, f.case_id)) is not None
+    }

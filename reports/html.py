@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from typing import Any
 
 from nats_conformance.harness.results import LEVELS, OUTCOMES
+from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
-    Change,
     Counts,
-    Failure,
-    FirstFailure,
     Flaky,
-    Point,
     Report,
     TargetReport,
-    VersionChange,
 )
 
 CLIENT_KIND = "client"
@@ -39,8 +37,11 @@ BANDS = (
 NO_SCORE = ("s-none", "nothing judged")
 CHART_LABEL_CHARS = 38
 OPEN_FIRST_FAILURES = 12  # an implementation's first-failure list starts open up to this length
+SLUG_MAX = 100  # characters of a file name taken from a target or implementation (ASCII)
 
 LevelCounts = Mapping[str, Counts]
+Links = Mapping[str, str]  # target -> the address of its place on its implementation's page
+Filters = Mapping[str, Mapping[str, str]]  # filter -> value -> the option value rows carry
 
 
 # --- building blocks -------------------------------------------------------------------------
@@ -74,6 +75,37 @@ def breakable(text: str) -> str:
 def target_id(target: str) -> str:
     """A safe, stable element id for a target's drill-down (target names are arbitrary text)."""
     return "t-" + hashlib.sha1(target.encode("utf-8")).hexdigest()[:12]
+
+
+def _slug(name: str) -> str:
+    """``name`` as a short file name: a long one keeps its start and a digest of the whole, as a
+    file name holds 255 bytes and a target name can be longer."""
+    slug = re.sub(r"[^a-z0-9._-]+", "-", name.lower()).strip("-.") or "target"
+    if len(slug) <= SLUG_MAX:
+        return slug
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return slug[:SLUG_MAX].rstrip("-.") + "-" + digest
+
+
+def unique_slugs(names: Sequence[str]) -> dict[str, str]:
+    """A file name (no extension) per name: readable, and unique even when two slug alike."""
+    slugs = {n: _slug(n) for n in names}
+    taken = defaultdict(list)
+    for name, slug in slugs.items():
+        taken[slug].append(name)
+    return {
+        name: slug + (f"-{sorted(taken[slug]).index(name) + 1}" if len(taken[slug]) > 1 else "")
+        for name, slug in slugs.items()
+    }
+
+
+def level_rank(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+
+
+def by_version(target: TargetReport) -> tuple[tuple[int, ...], str]:
+    """Targets in version order (2.9.10 < 2.10.25)."""
+    return (version_order(target.run.version), target.run.version)
 
 
 def percent(score: float | None) -> str:
@@ -230,8 +262,8 @@ def matrix_cell(group: str, levels: LevelCounts) -> str:
     return tag("td", body, class_=f"cell {score_class(shown.score)}", title=title)
 
 
-def target_label(target: TargetReport) -> str:
-    link = tag("a", breakable(target.run.target), href="#" + target_id(target.run.target))
+def target_label(target: TargetReport, links: Links) -> str:
+    link = tag("a", breakable(target.run.target), href=links[target.run.target])
     return link + tag("span", esc(f"{target.run.version} · {target.run.kind}"), class_="sub")
 
 
@@ -253,7 +285,12 @@ def matrix_bands(targets: Sequence[TargetReport]) -> list[tuple[str, list[Target
     return [(title, members) for title, members in bands if members]
 
 
-def matrix(report: Report, bands: Sequence[tuple[str, list[TargetReport]]]) -> str:
+def matrix(
+    report: Report,
+    bands: Sequence[tuple[str, list[TargetReport]]],
+    links: Links,
+    filters: Filters,
+) -> str:
     targets = [t for _, members in bands for t in members]
     groups = matrix_groups(report, targets)
     cells = level_counts(report)
@@ -266,7 +303,8 @@ def matrix(report: Report, bands: Sequence[tuple[str, list[TargetReport]]]) -> s
             rows.append(
                 tag(
                     "tr",
-                    tag("th", target_label(t), scope="row") + headline(t.must) + row_cells,
+                    tag("th", target_label(t, links), scope="row") + headline(t.must) + row_cells,
+                    data_i=filters["impl"][t.implementation],
                 )
             )
         bodies.append(tag("tbody", "".join(rows)))
@@ -283,8 +321,17 @@ def pair_of(target: str) -> tuple[str, str]:
     return sender, receiver
 
 
-def interop_grid(targets: Sequence[TargetReport]) -> str:
-    """Senders down, receivers across; a cell is the pair's passes of judged cases."""
+def must_class(failing: int, passed: int) -> str:
+    """Failing a must case is red whatever the score; passing every judged must case is green;
+    nothing judged is grey."""
+    if failing:
+        return "s-low"
+    return "s-full" if passed else NO_SCORE[0]
+
+
+def interop_grid(targets: Sequence[TargetReport], links: Links) -> str:
+    """Senders down, receivers across; a cell is the pair's must cases passed of judged,
+    coloured by must failures."""
     pairs = {pair_of(t.run.target): t for t in targets}
     senders = sorted({s for s, _ in pairs})
     receivers = sorted({r for _, r in pairs})
@@ -299,11 +346,15 @@ def interop_grid(targets: Sequence[TargetReport]) -> str:
             if pair is None:
                 cells.append(tag("td", "·", class_="na", title="not run"))
                 continue
-            link = tag("a", esc(fraction(pair.totals)), href="#" + target_id(pair.run.target))
-            title = f"{pair.run.target} ({pair.run.version})\n{counts_title(pair.totals)}"
-            cells.append(
-                tag("td", link, class_=f"cell {score_class(pair.totals.score)}", title=title)
+            must = pair.must
+            text = fraction(must) if must.judged else "—"
+            link = tag("a", esc(text), href=links[pair.run.target])
+            title = (
+                f"{pair.run.target} ({pair.run.version})\nmust: {counts_title(must)}\n"
+                f"all levels: {counts_title(pair.totals)}"
             )
+            cls = must_class(must.failed + must.errored, must.passed)
+            cells.append(tag("td", link, class_=f"cell {cls}", title=title))
         rows.append(tag("tr", tag("th", breakable(sender), scope="row") + "".join(cells)))
     return tag(
         "div",
@@ -357,23 +408,7 @@ def must_chart(targets: Sequence[TargetReport]) -> str:
     )
 
 
-# --- per-target drill-down -------------------------------------------------------------------
-
-
-def history_strip(points: Sequence[Point]) -> str:
-    """A case's outcomes, newest first, as small coloured squares."""
-    if not points:
-        return ""
-    squares = "".join(
-        tag(
-            "span",
-            "",
-            class_=f"sq {outcome_class(p.outcome)}",
-            title=f"{p.version} · {p.outcome} · {p.time} · {p.run_id}",
-        )
-        for p in points
-    )
-    return tag("span", squares, class_="hist", title="history, newest first")
+# --- evidence ------------------------------------------------------------------------------------
 
 
 def requirement(req: object) -> str:
@@ -388,199 +423,7 @@ def requirement(req: object) -> str:
     return tag("div", "".join(parts), class_="req")
 
 
-def case_details(
-    report: Report,
-    target: TargetReport,
-    case: Failure | Change,
-    verdict: str,
-) -> str:
-    """A failing or changed case: summary line, then message, requirement and transcript."""
-    detail = report.details.get((target.run.run_id, target.run.target, case.case_id)) or {}
-    points = target.history.get(case.case_id, [])
-    summary = tag(
-        "summary",
-        verdict
-        + tag("span", esc(case.level), class_=f"lvl {level_class(case.level)}")
-        + tag("code", esc(case.case_id))
-        + tag("span", esc(case.group), class_="grp")
-        + history_strip(points),
-    )
-    transcript = str(detail.get("transcript") or "")
-    body = [
-        tag("p", esc(case.message), class_="msg") if case.message else muted("No message."),
-        tag("h5", "Requirement") + requirement(detail.get("requirement")),
-        tag("h5", "Transcript")
-        + (tag("pre", esc(transcript)) if transcript else muted("No transcript recorded.")),
-    ]
-    if points:
-        body.append(
-            tag("h5", "History")
-            + table(
-                ("time", "version", "outcome", "run"),
-                (row(esc(p.time), esc(p.version), badge(p.outcome), esc(p.run_id)) for p in points),
-                class_="small",
-            )
-        )
-    return tag("details", summary + tag("div", "".join(body), class_="body"), class_="case")
-
-
-def level_table(report: Report, target: TargetReport) -> str:
-    by_level: dict[str, Counts] = defaultdict(Counts)
-    for cell in report.cells:
-        if cell.target == target.run.target:
-            by_level[cell.level] += cell.counts
-    rows = (level_row(lv, by_level[lv]) for lv in ordered_levels(by_level))
-    return table(("level", "pass", "fail", "error", "skip", "score"), rows, class_="small levels")
-
-
-def level_row(level: str, c: Counts) -> str:
-    return row(
-        esc(level),
-        *(str(n) for n in (c.passed, c.failed, c.errored, c.skipped)),
-        tag("span", percent(c.score), class_=f"chip {score_class(c.score)}"),
-    )
-
-
-def run_facts(target: TargetReport) -> str:
-    run, prev = target.run, target.previous
-    previous = f"{prev.run_id} ({prev.version}, {prev.started})" if prev else "none"
-    facts = (
-        ("Run", run.run_id),
-        ("Version", run.version),
-        ("Kind", run.kind),
-        ("Implementation", target.implementation),
-        ("Started", run.started),
-        ("Rows", run.rows),
-        ("Runs in history", target.runs),
-        ("Previous run", previous),
-    )
-    return tag(
-        "dl", "".join(tag("dt", esc(k)) + tag("dd", esc(v)) for k, v in facts), class_="facts"
-    )
-
-
-def changes_block(report: Report, target: TargetReport) -> str:
-    if target.previous is None:
-        return muted("No previous run to compare with.")
-    shown_reg = sum(c.regression for c in target.changes)
-    summary = tag(
-        "p",
-        tag(
-            "strong",
-            esc(shown_of(shown_reg, target.regressions_total, "regression")),
-            class_="o-fail" if target.regressions_total else None,
-        )
-        + ", "
-        + tag(
-            "strong",
-            esc(shown_of(len(target.changes) - shown_reg, target.fixes_total, "fix")),
-            class_="o-pass" if target.fixes_total else None,
-        )
-        + esc(f" against run {target.previous.run_id}."),
-    )
-    items = "".join(
-        case_details(report, target, c, badge(c.before) + "→" + badge(c.after))
-        for c in target.changes
-    )
-    return summary + items
-
-
-def failures_block(report: Report, target: TargetReport) -> str:
-    if not target.failures_total:
-        return muted("No failing cases in the latest run.")
-    note = tag(
-        "p",
-        esc(
-            shown_of(len(target.failures), target.failures_total, "failing case") + " (must first)."
-        ),
-    )
-    items = "".join(case_details(report, target, f, badge(f.outcome)) for f in target.failures)
-    return note + items
-
-
-def back_link(target: TargetReport) -> str:
-    """Back to where the target's row is: the interop grid or the matrix."""
-    anchor, text = ("interop", "↑ interop grid") if target.interop else ("matrix", "↑ matrix")
-    return tag("p", tag("a", text, href="#" + anchor), class_="top")
-
-
-def target_section(report: Report, target: TargetReport) -> str:
-    heading = tag(
-        "h3",
-        esc(target.run.target)
-        + " "
-        + tag(
-            "span",
-            esc(f"must {fraction(target.must)} · {percent(target.must.score)}"),
-            class_=f"chip {score_class(target.must.score)}",
-        ),
-    )
-    body = (
-        heading
-        + run_facts(target)
-        + tag("h4", "Totals per level")
-        + level_table(report, target)
-        + tag("h4", "Changes since the previous run")
-        + changes_block(report, target)
-        + tag("h4", "Failing cases")
-        + failures_block(report, target)
-        + back_link(target)
-    )
-    return tag("section", body, class_="target", id=target_id(target.run.target))
-
-
 # --- cross-target sections -------------------------------------------------------------------
-
-
-def first_failures(items: Sequence[FirstFailure]) -> str:
-    if not items:
-        return muted("No case started failing across a version series.")
-    by_impl: dict[str, list[FirstFailure]] = defaultdict(list)
-    for item in items:
-        by_impl[item.implementation].append(item)
-    return "".join(first_failure_table(impl, impl_items) for impl, impl_items in by_impl.items())
-
-
-def first_failure_table(implementation: str, items: Sequence[FirstFailure]) -> str:
-    rows = (
-        row(
-            tag("code", esc(f.case_id)),
-            esc(f.group),
-            esc(f.level),
-            tag("strong", esc(f.first_failing)),
-            esc(f.last_passing) if f.last_passing else tag("span", "never", class_="muted"),
-            esc(f.newest_version) + " " + badge(f.newest_outcome),
-            str(f.versions),
-        )
-        for f in items
-    )
-    headers = ("case", "group", "level", "first failing", "last passing before", "newest")
-    summary = tag(
-        "summary", tag("strong", esc(implementation)) + esc(f" — {plural(len(items), 'case')}")
-    )
-    # Short lists are open; a long one would push everything below it out of sight.
-    return tag(
-        "details",
-        summary + table((*headers, "versions"), rows, class_="small"),
-        class_="impl",
-        open="" if len(items) <= OPEN_FIRST_FAILURES else None,
-    )
-
-
-def version_changes(items: Sequence[VersionChange]) -> str:
-    if not items:
-        return muted("No case changed outcome between consecutive versions of an implementation.")
-    rows = (
-        row(
-            esc(v.implementation),
-            tag("code", esc(v.case_id)),
-            esc(v.level),
-            esc(v.before_version) + " " + badge(v.before_outcome),
-            tag("strong", esc(v.after_version)) + " " + badge(v.after_outcome),
-        )
-        for v in items
-    )
-    return table(("implementation", "case", "level", "before", "from"), rows, class_="small")
 
 
 def flaky_cases(items: Sequence[Flaky], total: int) -> str:
@@ -634,12 +477,10 @@ def header(report: Report) -> str:
     nav = " · ".join(
         tag("a", esc(text), href=f"#{anchor}")
         for anchor, text in (
+            ("what-fails", "What fails"),
             ("matrix", "Matrix"),
             ("interop-section", "Interop"),
-            ("first-failing", "First failing version"),
-            ("version-changes", "Changes between versions"),
             ("flaky", "Flaky cases"),
-            ("targets", "Targets"),
         )
     )
     if report.coverage:
@@ -751,55 +592,167 @@ details.impl{margin:8px 0}details.impl>summary{cursor:pointer;font-size:15px;mar
 blockquote{margin:4px 0;padding:4px 12px;border-left:4px solid var(--line);color:#424a53;
 background:var(--bgs)}
 .top{font-size:12px;margin:8px 0 0}
+form.filter{display:flex;gap:14px;flex-wrap:wrap;margin:6px 0;font-size:13px}
+form.filter select{font:inherit;max-width:260px}
+table.flt td{vertical-align:top}
+table.strip td.sc{text-align:center;min-width:34px;font-weight:700;padding:1px 4px}
+table.strip td.o-pass{background:#dafbe1}table.strip td.o-fail{background:#ffd8d3}
+table.strip td.o-error{background:#ffe2cc}table.strip td.o-skip{background:#f6f8fa}
+table.strip td.chg{outline:2px solid var(--fg);outline-offset:-3px}
+table.strip td a{color:inherit}table.strip tbody th{font-weight:400;max-width:420px}
+table.sides td{width:50%;vertical-align:top}table.sides code{white-space:pre-wrap;
+word-break:break-all}
+.at{font-size:12px}.upstream{font-size:12px;font-weight:600}
+ul.cited{margin:4px 0;padding-left:20px;font-size:13px}
 """
 
 
-def render(report: Report) -> str:
-    """The report as one self-contained HTML5 document."""
-    bands = matrix_bands([t for t in report.targets if not t.interop])
+def since_text(since: Mapping[str, Any] | None) -> str:
+    """Since when a case fails: a version of the series, or a run of the target."""
+    if not since:
+        return "unknown (no history of this case)"
+    before = since["passed_before"]
+    if since["kind"] == "version":
+        return f"version {since['value']}" + (
+            f" (passed at {before})" if before else " (failed at every earlier version)"
+        )
+    return f"run {since['value']}" + (
+        f" (passed in run {before})" if before else " (the oldest run shown)"
+    )
+
+
+def upstream_link(url: str) -> str:
+    return tag("a", "upstream bug", href=url, class_="upstream", rel="noreferrer")
+
+
+def filter_values(rows: Sequence[Mapping[str, Any]], report: Report) -> dict[str, dict[str, str]]:
+    """The filter's option values: rows carry these short ids, never the names themselves, so
+    no text from a results file reaches the filter's CSS."""
+    impls = sorted({t.implementation for t in report.targets})
+    groups = sorted({r["failure"]["group"] for r in rows})
+    return {
+        "impl": {name: f"i{n}" for n, name in enumerate(impls)},
+        "group": {name: f"g{n}" for n, name in enumerate(groups)},
+        "level": {level: level for level in INDEX_LEVELS},
+    }
+
+
+INDEX_LEVELS = ("must", "should")  # failing levels index.html lists (pages have every level)
+FILTER_LABELS = {"level": "Level", "group": "Group", "impl": "Implementation"}
+
+
+def filter_form(filters: Filters) -> str:
+    """Selects whose choice hides rows through CSS ``:has()``: no script (see reports/README)."""
+    selects = []
+    for name, values in filters.items():
+        options = tag("option", "all", value="", selected=None if name == "level" else "")
+        options += "".join(
+            tag("option", esc(label), value=value, selected="" if value == "must" else None)
+            for label, value in values.items()
+        )
+        select = tag("select", options, id=f"f-{name}")
+        selects.append(tag("label", esc(FILTER_LABELS[name]) + " " + select))
+    return tag("form", "".join(selects), class_="filter")
+
+
+def filter_style(filters: Filters) -> str:
+    """One rule per option: while it is chosen, rows that carry another value are hidden."""
+    short = {"impl": "i", "group": "g", "level": "l"}
+    return "".join(
+        f'body:has(#f-{name} option[value="{value}"]:checked) .flt tr[data-{short[name]}]'
+        f':not([data-{short[name]}="{value}"]){{display:none}}'
+        for name, values in filters.items()
+        for value in values.values()
+    )
+
+
+def failing_table(rows: Sequence[Mapping[str, Any]], filters: Filters) -> str:
+    if not rows:
+        return muted("No case fails in the latest runs.")
+    body = []
+    for r in rows:
+        f = r["failure"]
+        at = f["at"]
+        upstream = next((a["upstream"] for a in at if a["upstream"]), None)
+        evidence = f"{r['page']}#{r['anchor']}"
+        versions = ", ".join(a["version"] for a in at)
+        body.append(
+            tag(
+                "tr",
+                tag("td", tag("a", esc(r["implementation"]), href=r["page"]))
+                + tag("td", tag("a", tag("code", esc(f["case_id"])), href=evidence))
+                + tag("td", esc(f["level"]), class_=f"lvl {level_class(f['level'])}")
+                + tag("td", badge(at[0]["outcome"]) + esc(" " + versions))
+                + tag("td", esc(since_text(f["since"])))
+                + tag("td", upstream_link(upstream) if upstream else ""),
+                data_i=filters["impl"][r["implementation"]],
+                data_g=filters["group"][f["group"]],
+                data_l=f["level"] if f["level"] in LEVELS else "other",
+            )
+        )
+    headers = ("implementation", "case", "level", "failing at", "since", "known")
+    return tag("div", table(headers, body, class_="small flt", id="failing-table"), class_="scroll")
+
+
+def newest_versions(targets: Sequence[TargetReport]) -> list[TargetReport]:
+    """Each implementation's target at its newest version (its page has the others)."""
+    newest: dict[str, TargetReport] = {}
+    for target in sorted(targets, key=by_version):
+        newest[target.implementation] = target
+    return sorted(newest.values(), key=lambda t: t.run.target)
+
+
+def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -> str:
+    """index.html: what fails (must first, filtered by level, group and implementation), the
+    matrix and the interop grid; each implementation has a page of its own (reports.pages)."""
+    bands = matrix_bands(newest_versions([t for t in report.targets if not t.interop]))
     interop_targets = [t for t in report.targets if t.interop]
+    failing = [r for r in failing if r["failure"]["level"] in INDEX_LEVELS]
+    filters = filter_values(failing, report)
+    must_rows = [r for r in failing if r["failure"]["level"] == "must"]
+    impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
     main = (
         invalid_rows(report)
         + section(
+            "What fails",
+            muted(
+                f"{len(must_rows)} must case(s) fail across {impls} in the latest runs of their "
+                "versions; each row links to its evidence. The filter starts at must; should "
+                "failures are one choice away, may and info observations are on each "
+                "implementation's page. The implementation filter applies to the matrix too."
+            )
+            + filter_form(filters)
+            + failing_table(failing, filters),
+            id="what-fails",
+        )
+        + section(
             "Compliance matrix",
             muted(
-                "Latest run of each target. A cell shows the must cases passed of judged (— when "
-                "none was judged) and the counts across all levels; hover for the breakdown."
+                "Each implementation at its newest version (its page has every version and the "
+                "version strip). A cell shows the must cases passed of judged (— when none was "
+                "judged) and the counts across all levels; hover for the breakdown."
             )
             + legend()
-            + matrix(report, bands)
+            + tag("div", matrix(report, bands, links, filters), class_="flt")
             + tag("h3", "Must score per target")
             + must_chart([t for _, members in bands for t in members]),
         )
         + section(
             "Interoperability",
-            interop_grid(interop_targets)
+            muted("Each cell: the pair's must cases passed of judged; red when a must case fails.")
+            + interop_grid(interop_targets, links)
             if interop_targets
             else muted("No interop pairs in this report."),
             id="interop-section",
         )
-        + section(
-            "First failing version",
-            first_failures(report.first_failures),
-            id="first-failing",
-        )
-        + section(
-            "Changes between versions",
-            version_changes(report.version_changes),
-            id="version-changes",
-        )
         + section("Flaky cases", flaky_cases(report.flaky, report.flaky_total), id="flaky")
-        + section(
-            "Targets",
-            "".join(target_section(report, t) for t in report.targets)
-            or muted("No targets in this report."),
-            id="targets",
-        )
     )
-    return document("NATS conformance report", header(report) + tag("main", main))
+    return document(
+        "NATS conformance report", header(report) + tag("main", main), filter_style(filters)
+    )
 
 
-def document(title: str, body: str) -> str:
+def document(title: str, body: str, style: str = "") -> str:
     """A self-contained HTML5 page: nothing is fetched when it is viewed (the CSP says so)."""
     return (
         "<!DOCTYPE html>\n"
@@ -811,7 +764,7 @@ def document(title: str, body: str) -> str:
                 + f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
                 + '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 + tag("title", esc(title))
-                + tag("style", STYLE),
+                + tag("style", STYLE + style),
             )
             + tag("body", body),
             lang="en",

@@ -137,6 +137,28 @@ class Flaky:
     runs: int
 
 
+@dataclass(frozen=True)
+class StripCase:
+    """One row of a version strip: the case's outcome at each version (None: not run there)."""
+
+    case_id: str
+    group: str
+    level: str
+    outcomes: tuple[str | None, ...]
+
+
+@dataclass(frozen=True)
+class Strip:
+    """An implementation's cases × versions (``reports.strips``): the cases that fail somewhere
+    or change, and how many cases keep one passing or skipped outcome at every version."""
+
+    implementation: str
+    versions: tuple[str, ...]  # in version order
+    targets: tuple[str, ...]  # the target whose latest run judges each version
+    cases: list[StripCase]
+    stable: dict[str, int]  # outcome -> cases with that outcome at every version
+
+
 @dataclass
 class TargetReport:
     run: Run
@@ -177,3 +199,6 @@ class Report:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per pipeline stage
     # Requirement coverage of the latest runs (reports.coverage), {} when not computed.
     coverage: dict[str, object] = field(default_factory=dict)
+    strips: list[Strip] = field(default_factory=list)  # per implementation (reports.strips)
+    # (target, case id) -> the URL of the implementation's bug report its baseline entry names.
+    upstream: dict[tuple[str, str], str] = field(default_factory=dict)

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.reports import html
-from nats_conformance.reports.analysis import version_order
+from nats_conformance.reports import html, pages
 from nats_conformance.reports.model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
 BADGE_LABEL = "NATS conformance"
-SLUG_MAX = 100  # characters of a badge's file name taken from its target (ASCII)
 TABLE_HEAD = (
     "| target | version | must | must score | all levels | regressions | fixes |",
     "|---|---|---|---|---|---|---|",
@@ -35,38 +31,50 @@ def write_all(report: Report, out: Path) -> None:
     _dump(out / "summary.json", summary(report, names))
     _dump(out / "implementations.json", implementations(report))
     (out / "summary.md").write_text(markdown(report), encoding="utf-8")
-    (out / "index.html").write_text(html.render(report), encoding="utf-8")
+    write_pages(report, out)
     if report.coverage:
         _dump(out / "coverage.json", report.coverage)
         (out / "coverage.html").write_text(html.render_coverage(report), encoding="utf-8")
+
+
+def rendered_pages(report: Report) -> dict[str, str]:
+    """index.html and, per implementation, ``impl/<slug>.html`` and the data behind it,
+    ``impl/<slug>.json`` (implementation.schema.json): path in the report -> content."""
+    data = pages.implementation_data(report)
+    names = pages.page_names(list(data))
+    files = {}
+    for impl, page in data.items():
+        compact = json.dumps(page, ensure_ascii=False, separators=(",", ":"))
+        files[f"{names[impl]}.json"] = compact + "\n"
+        json_name = names[impl].rpartition("/")[2] + ".json"
+        files[f"{names[impl]}.html"] = pages.render_implementation(page, json_name)
+    links = {
+        version["target"]: f"{names[impl]}.html#{version['anchor']}"
+        for impl, page in data.items()
+        for version in page["versions"]
+    }
+    files["index.html"] = html.render(report, links, pages.failing_rows(data, names))
+    return files
+
+
+def write_pages(report: Report, out: Path) -> None:
+    """The rendered pages; pages of implementations no longer reported are removed."""
+    folder = out / pages.PAGE_DIR
+    if folder.exists():
+        for old in (*folder.glob("*.html"), *folder.glob("*.json")):
+            old.unlink()
+    folder.mkdir(exist_ok=True)
+    for name, content in rendered_pages(report).items():
+        (out / name).write_text(content, encoding="utf-8")
 
 
 def _dump(path: Path, data: object) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _slug(target: str) -> str:
-    """``target`` as a short file name: a long one keeps its start and a digest of the whole, as a
-    file name holds 255 bytes and a target name can be longer."""
-    slug = re.sub(r"[^a-z0-9._-]+", "-", target.lower()).strip("-.") or "target"
-    if len(slug) <= SLUG_MAX:
-        return slug
-    digest = hashlib.sha256(target.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return slug[:SLUG_MAX].rstrip("-.") + "-" + digest
-
-
 def badge_names(targets: list[str]) -> dict[str, str]:
     """A file name per target: readable, and unique even when two targets slug alike."""
-    slugs = {t: _slug(t) for t in targets}
-    taken = defaultdict(list)
-    for target, slug in slugs.items():
-        taken[slug].append(target)
-    names = {}
-    for target, slug in slugs.items():
-        if len(taken[slug]) > 1:
-            slug += "-" + str(sorted(taken[slug]).index(target) + 1)
-        names[target] = slug + ".json"
-    return names
+    return {target: slug + ".json" for target, slug in html.unique_slugs(targets).items()}
 
 
 def colour(score: float | None) -> str:
@@ -212,7 +220,7 @@ def implementations(report: Report) -> dict[str, Any]:
                         "must": t.must.to_json(),
                         "totals": t.totals.to_json(),
                     }
-                    for t in sorted(targets, key=_by_version)
+                    for t in sorted(targets, key=html.by_version)
                 ],
                 "first_failures": first.get(name, []),
                 "version_changes": changes.get(name, []),
@@ -220,10 +228,6 @@ def implementations(report: Report) -> dict[str, Any]:
             for name, targets in sorted(grouped.items())
         ],
     }
-
-
-def _by_version(target: TargetReport) -> tuple[tuple[int, ...], str]:
-    return (version_order(target.run.version), target.run.version)
 
 
 def _percent(counts: Counts) -> str:

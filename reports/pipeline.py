@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nats_conformance.harness.gate import SHIPPED_BASELINE, Baseline
 from nats_conformance.reports import analysis, details, history, ingest, outputs
 from nats_conformance.reports.model import Report
 from nats_conformance.reports.spark import session
@@ -23,10 +24,12 @@ def build(
     *,
     store: str | None = None,
     master: str | None = None,
+    baseline: Path = SHIPPED_BASELINE,
 ) -> tuple[Report, list[ingest.RowProblem]]:
     """Report on ``paths`` (results files or directories) and everything already in the history
     ``store`` (default ``OUT/history``); writes the outputs into ``out``.
 
+    A failure the ``baseline`` lists with the URL of an upstream bug report shows that URL.
     Returns the report and every invalid row found in ``paths``.
     """
     from pyspark.sql import Observation
@@ -52,6 +55,7 @@ def build(
     report.invalid_total = len(problems)
     report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
     report.details = details.load(detail_files, _detail_keys(report))
+    report.upstream = details.upstream(report.targets, Baseline.load(baseline))
     report.timings = {"ingest": ingested - started, "analyse": analysed - ingested}
     outputs.write_all(report, out)
     report.timings["write"] = time.monotonic() - analysed

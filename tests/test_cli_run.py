@@ -239,7 +239,8 @@ def test_a_run_ends_with_its_report(tmp_path: Path) -> None:
     [detail] = [json.loads(x) for x in (tmp_path / "r.details.ndjson").read_text().splitlines()]
     assert detail["case_id"] == FAILING_MUST and "PINGX" in detail["transcript"]
     assert detail["requirement"]["document"] == "client-protocol.txt"
-    page = (tmp_path / "rep" / "index.html").read_text()
+    assert FAILING_MUST in (tmp_path / "rep" / "index.html").read_text()  # what fails
+    page = (tmp_path / "rep" / "impl" / "nats-server.html").read_text()  # and its evidence
     assert FAILING_MUST in page and "PINGX" in page
 
 

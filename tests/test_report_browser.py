@@ -1,5 +1,7 @@
-"""The HTML report in a real browser: headless Chromium loads it without console errors (a CSP
-violation or a failed load would be one) and the matrix is visible; a screenshot is kept."""
+"""The HTML report in a real browser: headless Chromium loads each kind of page (the index, an
+implementation's page, an interop pair's page, the coverage page) without console errors (a CSP
+violation or a failed load would be one) and shows its key element; a screenshot of each is kept
+in out/artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from pathlib import Path
 import pytest
 from report_samples import browser_check, browser_tools, sample_report
 
-from nats_conformance.reports.html import CSP, render
+from nats_conformance.reports import outputs
+from nats_conformance.reports.coverage import bundled_coverage
+from nats_conformance.reports.html import CSP
 
 pytestmark = pytest.mark.skipif(
     browser_tools() is None,
@@ -16,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SCREENSHOT = REPO / "out" / "artifacts" / "report-screenshot.png"
+ARTIFACTS = REPO / "out" / "artifacts"
 PNG = b"\x89PNG\r\n\x1a\n"
 MATRIX = '<table id="matrix"><tr><td>matrix</td></tr></table>'
 
@@ -27,18 +31,46 @@ def page(tmp_path: Path, html: str) -> Path:
     return path
 
 
-def test_report_loads_cleanly_and_shows_the_matrix(tmp_path: Path) -> None:
-    problems = browser_check(page(tmp_path, render(sample_report())), SCREENSHOT)
-    assert problems == []
-    assert SCREENSHOT.read_bytes().startswith(PNG)
+# page kind -> (file in the report, the element that must be visible)
+PAGES = {
+    "index": ("index.html", "#failing-table"),
+    "implementation": ("impl/nats-server.html", "#strip"),
+    "interop-pair": ("impl/client-nats-py--client-nats.go.html", "#failing"),
+    "coverage": ("coverage.html", "main h2"),
+}
+
+
+@pytest.fixture(scope="module")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    report = sample_report()
+    report.coverage = bundled_coverage(
+        [(t.run.target, f.case_id, f.outcome) for t in report.targets for f in t.failures]
+    )
+    outputs.write_all(report, out)
+    return out
+
+
+@pytest.mark.parametrize("kind", PAGES)
+def test_each_page_kind_loads_cleanly_and_shows_its_key_element(
+    sample_dir: Path, kind: str
+) -> None:
+    name, visible = PAGES[kind]
+    shot = ARTIFACTS / f"report-{kind}.png"
+    assert browser_check(sample_dir / name, shot, visible) == []
+    assert shot.read_bytes().startswith(PNG)
 
 
 def test_the_published_report_loads_cleanly() -> None:
-    """The committed report, made by the pipeline from real runs, passes the same check."""
-    published = REPO / "published" / "report" / "index.html"
-    shot = REPO / "out" / "artifacts" / "published-report-screenshot.png"
-    assert browser_check(published, shot) == []
+    """The committed report, made by the pipeline from real runs, passes the same check, and
+    so does its first implementation page when it has pages."""
+    published = REPO / "published" / "report"
+    shot = ARTIFACTS / "published-report-screenshot.png"
+    assert browser_check(published / "index.html", shot) == []
     assert shot.read_bytes().startswith(PNG)
+    for page_file in sorted(published.glob("impl/nats-server.html")):
+        shot = ARTIFACTS / "published-implementation-screenshot.png"
+        assert browser_check(page_file, shot, "#strip") == []
 
 
 # The check must be able to fail: each page below has exactly one thing wrong with it.

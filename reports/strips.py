@@ -1,0 +1,97 @@
+"""Version strips: per implementation, its cases × its versions, from each target's latest run.
+
+A version is judged by the newest latest-run among the targets that report it (the wheel pinned
+at 2.12.8 and a binary at 2.12.8 are one column). A case is shown when it fails at some version
+or its outcome changes between versions; a case with the same passing (or skipped) outcome at
+every version is only counted, which keeps a strip of 1,700 client cases readable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from nats_conformance.harness.implementations import implementation
+from nats_conformance.harness.results import LEVELS
+from nats_conformance.reports.model import Run, Strip, StripCase
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+QUIET = frozenset({"pass", "skip"})  # outcomes a case may keep at every version and be counted
+Row = tuple[str, str, str, str, str]  # target, case id, group, level, outcome
+
+
+def build(rows: DataFrame, latest: list[Run], order: Callable[[str], Any]) -> list[Strip]:
+    """The strips of every implementation, from the rows of each target's ``latest`` run."""
+    picked = rows.select("target", "case_id", "group", "level", "outcome")
+    return strips(
+        ((r.target, r.case_id, r.group, r.level, r.outcome) for r in picked.toLocalIterator()),
+        latest,
+        order,
+    )
+
+
+def columns(latest: list[Run], order: Callable[[str], Any]) -> dict[str, dict[str, Run]]:
+    """Implementation -> version (in ``order``) -> the run that judges it (the newest)."""
+    chosen: dict[str, dict[str, Run]] = defaultdict(dict)
+    for run in sorted(latest, key=lambda r: (r.started, r.run_id)):
+        chosen[implementation(run.target)][run.version] = run
+    return {
+        impl: {v: versions[v] for v in sorted(versions, key=lambda v: (order(v), v))}
+        for impl, versions in chosen.items()
+    }
+
+
+def strips(rows: Iterable[Row], latest: list[Run], order: Callable[[str], Any]) -> list[Strip]:
+    """Pure: the strips from (target, case id, group, level, outcome) rows of ``latest`` runs."""
+    by_impl = columns(latest, order)
+    column = {
+        run.target: (impl, n)
+        for impl, versions in by_impl.items()
+        for n, run in enumerate(versions.values())
+    }
+    cases: dict[str, dict[str, tuple[str, str, dict[int, str]]]] = defaultdict(dict)
+    for target, case_id, group, level, outcome in rows:
+        if target not in column:  # a target whose version another target's newer run judges
+            continue
+        impl, n = column[target]
+        cases[impl].setdefault(case_id, (group, level, {}))[2][n] = outcome
+    return [
+        _strip(impl, versions, cases.get(impl, {})) for impl, versions in sorted(by_impl.items())
+    ]
+
+
+def _strip(impl: str, versions: dict[str, Run], found: dict[str, tuple[str, str, dict[int, str]]]
+           ) -> Strip:  # fmt: skip
+    shown, stable = [], Counter[str]()
+    width = len(versions)
+    for case_id, (group, level, at) in found.items():
+        outcomes = tuple(at.get(n) for n in range(width))
+        kinds = set(outcomes)
+        if len(kinds) == 1 and kinds <= QUIET:
+            stable[outcomes[0] or ""] += 1
+        else:
+            shown.append(StripCase(case_id, group, level, outcomes))
+    shown.sort(key=lambda c: (_level_rank(c.level), c.group, c.case_id))
+    return Strip(
+        implementation=impl,
+        versions=tuple(versions),
+        targets=tuple(run.target for run in versions.values()),
+        cases=shown,
+        stable=dict(sorted(stable.items())),
+    )
+
+
+def _level_rank(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+
+
+def changed(outcomes: tuple[str | None, ...]) -> list[bool]:
+    """Per version: the outcome differs from the one at the version before that ran the case."""
+    marks, before = [], None
+    for outcome in outcomes:
+        marks.append(before is not None and outcome is not None and outcome != before)
+        before = outcome if outcome is not None else before
+    return marks
