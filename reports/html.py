@@ -694,6 +694,36 @@ def failing_table(rows: Sequence[Mapping[str, Any]], filters: Filters) -> str:
     return tag("div", table(headers, body, class_="small flt", id="failing-table"), class_="scroll")
 
 
+def failing_summary(rows: Sequence[Mapping[str, Any]]) -> str:
+    """One line per implementation with a failure: the first thing a reader wants, before the
+    cases. A regression is a case that passed at an earlier version or run."""
+    per: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        f = r["failure"]
+        line = per.setdefault(
+            r["implementation"],
+            {"page": r["page"], "must": 0, "regressed": 0, "should": 0, "upstream": 0},
+        )
+        line[f["level"]] += 1
+        if f["level"] == "must" and f["since"] and f["since"]["passed_before"]:
+            line["regressed"] += 1
+        line["upstream"] += any(a["upstream"] for a in f["at"])
+    order = sorted(per.items(), key=lambda kv: (-kv[1]["must"], -kv[1]["should"], kv[0]))
+    body = [
+        row(
+            tag("a", esc(name), href=line["page"]),
+            tag("span", str(line["must"]), class_="o-fail" if line["must"] else ""),
+            str(line["regressed"]),
+            str(line["should"]),
+            str(line["upstream"]),
+        )
+        for name, line in order
+    ]
+    headers = ("implementation", "must failing", "must regressions", "should failing",
+               "known upstream")  # fmt: skip
+    return table(headers, body, class_="small", id="failing-summary")
+
+
 def newest_versions(targets: Sequence[TargetReport]) -> list[TargetReport]:
     """Each implementation's target at its newest version (its page has the others)."""
     newest: dict[str, TargetReport] = {}
@@ -721,6 +751,7 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
                 "failures are one choice away, may and info observations are on each "
                 "implementation's page. The implementation filter applies to the matrix too."
             )
+            + failing_summary(failing)
             + filter_form(filters)
             + failing_table(failing, filters),
             id="what-fails",

@@ -200,6 +200,23 @@ def test_what_fails_comes_first_must_first(doc: Node) -> None:
     assert by_case[("client:nats-py", "client.connect.no-responders")][5] == "upstream bug"
 
 
+def test_what_fails_opens_with_a_line_per_failing_implementation(doc: Node) -> None:
+    rows = failing_rows(doc)
+    summary = doc.one("table", id="failing-summary")
+    lines = {
+        tr.all("td")[0].text: [td.text for td in tr.all("td")[1:]]
+        for tr in summary.one("tbody").all("tr")
+    }
+    assert set(lines) == {r[0] for r in rows}
+    for name, (must, _, should, upstream) in lines.items():
+        mine = [r for r in rows if r[0] == name]
+        assert int(must) == sum(r[2] == "must" for r in mine)
+        assert int(should) == sum(r[2] == "should" for r in mine)
+        assert int(upstream) == sum(r[5] == "upstream bug" for r in mine)
+    musts = [int(line[0]) for line in lines.values()]
+    assert musts == sorted(musts, reverse=True)  # the most must failures first
+
+
 def test_what_fails_links_each_row_to_its_evidence(report: Report, files: dict[str, str]) -> None:
     table = parse(files["index.html"]).one("table", id="failing-table")
     for tr in table.one("tbody").all("tr"):
