@@ -2,11 +2,13 @@
 
 ``browser_check`` is usable on any report page (the lead runs it on the pipeline's output too):
 it drives Chromium through chromedriver's W3C WebDriver HTTP API with nothing but ``urllib``.
+``browser_page`` is what it opens the page with, for a test that acts on the page itself.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import shutil
 import socket
@@ -15,6 +17,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -427,7 +430,7 @@ def free_port() -> int:
 
 
 class WebDriver:
-    """The few W3C WebDriver commands the check needs, over plain HTTP on 127.0.0.1."""
+    """The few W3C WebDriver commands the browser tests need, over plain HTTP on 127.0.0.1."""
 
     def __init__(self, port: int) -> None:
         self.base = f"http://127.0.0.1:{port}"
@@ -476,45 +479,26 @@ class WebDriver:
             self.call("DELETE", f"/session/{self.session}")
             self.session = ""
 
+    def elements(self, selector: str, using: str = "css selector") -> list[str]:
+        """The ids of the elements ``selector`` finds, in document order."""
+        found = self.command("POST", "/elements", {"using": using, "value": selector})
+        return [next(iter(reference.values())) for reference in found]
 
-def _page_problems(driver: WebDriver, html_path: Path, visible: str | None) -> list[str]:
-    driver.command("POST", "/url", {"url": html_path.resolve().as_uri()})
-    problems = []
-    if visible:
-        found = driver.command("POST", "/elements", {"using": "css selector", "value": visible})
-        if not found:
-            return [f"{visible}: no such element"]
-        element = next(iter(found[0].values()))
-        rect = driver.command("GET", f"/element/{element}/rect")
-        if not driver.command("GET", f"/element/{element}/displayed"):
-            problems.append(f"{visible}: not displayed")
-        if not (rect["width"] > 0 and rect["height"] > 0):
-            problems.append(f"{visible}: zero size {rect}")
-    logs = driver.command("POST", "/se/log", {"type": "browser"}) or []
-    problems += [
-        f"console {entry['level']}: {entry['message']}"
-        for entry in logs
-        if entry.get("level") == "SEVERE"
-    ]
-    return problems
+    def displayed(self, element: str) -> bool:
+        return bool(self.command("GET", f"/element/{element}/displayed"))
+
+    def attribute(self, element: str, name: str) -> str | None:
+        return self.command("GET", f"/element/{element}/attribute/{name}")
+
+    def click(self, element: str) -> None:
+        self.command("POST", f"/element/{element}/click", {})
 
 
-def _screenshot(driver: WebDriver, path: Path) -> None:
-    # WebDriver shoots the viewport: grow the window to the page first (up to a limit).
-    height = driver.command("POST", "/execute/sync", {
-        "script": "return document.documentElement.scrollHeight", "args": [],
-    })  # fmt: skip
-    driver.command(
-        "POST", "/window/rect", {"width": 1400, "height": min(height, MAX_SCREENSHOT_HEIGHT)}
-    )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(base64.b64decode(driver.command("GET", "/screenshot")))
-
-
-def browser_check(html_path: Path, screenshot: Path, visible: str | None = "#matrix") -> list[str]:
-    """Open ``html_path`` in headless Chromium and return what is wrong with it: console errors
-    (script errors, CSP violations, failed loads) and, with ``visible``, that element missing,
-    hidden or of zero size. A screenshot is saved to ``screenshot`` either way.
+@contextlib.contextmanager
+def browser_page(html_path: Path) -> Iterator[WebDriver]:
+    """Start chromedriver (on a free 127.0.0.1 port) and a headless Chromium session with a
+    throwaway profile, open ``html_path``, and yield the driver on that page; both are stopped
+    on the way out.
 
     Raises RuntimeError when Chromium or chromedriver is missing or misbehaves."""
     tools = browser_tools()
@@ -533,10 +517,54 @@ def browser_check(html_path: Path, screenshot: Path, visible: str | None = "#mat
             driver.wait_ready(time.monotonic() + 20)
             driver.start(chromium, Path(tmp) / "profile")
             try:
-                problems = _page_problems(driver, html_path, visible)
-                _screenshot(driver, screenshot)
+                driver.command("POST", "/url", {"url": html_path.resolve().as_uri()})
+                yield driver
             finally:
                 driver.stop()
         finally:
             stop_process(process, 10)
+
+
+def _page_problems(driver: WebDriver, visible: str | None) -> list[str]:
+    problems = []
+    if visible:
+        found = driver.elements(visible)
+        if not found:
+            return [f"{visible}: no such element"]
+        element = found[0]
+        rect = driver.command("GET", f"/element/{element}/rect")
+        if not driver.displayed(element):
+            problems.append(f"{visible}: not displayed")
+        if not (rect["width"] > 0 and rect["height"] > 0):
+            problems.append(f"{visible}: zero size {rect}")
+    logs = driver.command("POST", "/se/log", {"type": "browser"}) or []
+    problems += [
+        f"console {entry['level']}: {entry['message']}"
+        for entry in logs
+        if entry.get("level") == "SEVERE"
+    ]
+    return problems
+
+
+def save_screenshot(driver: WebDriver, path: Path) -> None:
+    # WebDriver shoots the viewport: grow the window to the page first (up to a limit).
+    height = driver.command("POST", "/execute/sync", {
+        "script": "return document.documentElement.scrollHeight", "args": [],
+    })  # fmt: skip
+    driver.command(
+        "POST", "/window/rect", {"width": 1400, "height": min(height, MAX_SCREENSHOT_HEIGHT)}
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(base64.b64decode(driver.command("GET", "/screenshot")))
+
+
+def browser_check(html_path: Path, screenshot: Path, visible: str | None = "#matrix") -> list[str]:
+    """Open ``html_path`` in headless Chromium and return what is wrong with it: console errors
+    (script errors, CSP violations, failed loads) and, with ``visible``, that element missing,
+    hidden or of zero size. A screenshot is saved to ``screenshot`` either way.
+
+    Raises RuntimeError when Chromium or chromedriver is missing or misbehaves."""
+    with browser_page(html_path) as driver:
+        problems = _page_problems(driver, visible)
+        save_screenshot(driver, screenshot)
     return problems

@@ -1,14 +1,22 @@
 """The HTML report in a real browser: headless Chromium loads each kind of page (the index, an
 implementation's page, an interop pair's page, the coverage page) without console errors (a CSP
-violation or a failed load would be one) and shows its key element; a screenshot of each is kept
-in out/artifacts/ for a person to look at."""
+violation or a failed load would be one) and shows its key element, and the index's filter (CSS
+only, no script) hides the rows its choice excludes; a screenshot of each is kept in
+out/artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from report_samples import browser_check, browser_tools, sample_report
+from report_samples import (
+    WebDriver,
+    browser_check,
+    browser_page,
+    browser_tools,
+    sample_report,
+    save_screenshot,
+)
 
 from nats_conformance.reports import outputs
 from nats_conformance.reports.coverage import bundled_coverage
@@ -71,6 +79,57 @@ def test_the_published_report_loads_cleanly() -> None:
     for page_file in sorted(published.glob("impl/nats-server.html")):
         shot = ARTIFACTS / "published-implementation-screenshot.png"
         assert browser_check(page_file, shot, "#strip") == []
+
+
+FILTERED = ("data-i", "data-g", "data-l")  # what a row of the index's filter may carry
+Rows = dict[str, dict[str, str | None]]  # element id -> its FILTERED attributes
+
+
+def filter_rows(driver: WebDriver, selector: str) -> Rows:
+    return {
+        element: {name: driver.attribute(element, name) for name in FILTERED}
+        for element in driver.elements(selector)
+    }
+
+
+def choose(driver: WebDriver, select: str, label: str) -> str | None:
+    """Click the option of ``select`` that reads ``label``, as a reader would; its value."""
+    (option,) = driver.elements(f'//select[@id="{select}"]/option[.="{label}"]', "xpath")
+    driver.click(option)
+    assert driver.command("GET", f"/element/{option}/selected"), f"{select}: {label} not chosen"
+    return driver.attribute(option, "value")
+
+
+def assert_shown(driver: WebDriver, rows: Rows, name: str, value: str | None) -> None:
+    """Exactly the rows whose ``name`` attribute is ``value`` are displayed, and there are
+    others to hide (so a page without the filter's rules, showing every row, fails)."""
+    expected = {e for e, attrs in rows.items() if attrs[name] == value}
+    assert 0 < len(expected) < len(rows), (name, value, rows)
+    shown = {e for e in rows if driver.displayed(e)}
+    assert shown == expected, (name, value, [rows[e] for e in shown])
+
+
+def test_index_filter_hides_the_rows_the_choice_excludes(sample_dir: Path) -> None:
+    """Choosing an option of the filter shows exactly the rows that carry its value, in What
+    fails and (for an implementation) in the matrix; the page opens at level must."""
+    with browser_page(sample_dir / "index.html") as driver:
+        failing = filter_rows(driver, "#failing-table tr[data-l]")
+        matrix = filter_rows(driver, "#matrix tr[data-i]")
+        assert_shown(driver, failing, "data-l", "must")
+
+        assert choose(driver, "f-level", "should") == "should"
+        assert_shown(driver, failing, "data-l", "should")
+
+        choose(driver, "f-level", "all")
+        impl = choose(driver, "f-impl", "nats-server")
+        assert_shown(driver, failing, "data-i", impl)
+        assert_shown(driver, matrix, "data-i", impl)
+        save_screenshot(driver, ARTIFACTS / "report-index-filtered.png")
+
+        choose(driver, "f-impl", "all")
+        group = choose(driver, "f-group", "client.connect")
+        assert_shown(driver, failing, "data-g", group)
+        assert all(driver.displayed(e) for e in matrix)  # its rows carry no group
 
 
 # The check must be able to fail: each page below has exactly one thing wrong with it.
