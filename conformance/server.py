@@ -195,13 +195,21 @@ class ServerModel:
             if not self.answers_pings:
                 self.pings_out += 1
 
+    @property
+    def headers_enabled(self) -> bool:
+        """Whether this connection's CONNECT enabled headers (only then may it get HMSG)."""
+        return self.parser.headers
+
+    def message_for(self, sid: str, pub: Pub | HPub) -> Msg | HMsg:
+        """What subscription ``sid`` of this connection gets for ``pub``: without headers
+        enabled in its CONNECT, the payload alone, as MSG."""
+        if isinstance(pub, HPub) and self.headers_enabled:
+            return HMsg(pub.subject, sid, pub.reply, pub.headers, pub.payload)
+        return Msg(pub.subject, sid, pub.reply, pub.payload)
+
     def deliver(self, sid: str, sub: _Subscription, pub: Pub | HPub) -> None:
-        """Queue one message of ``pub`` for subscription ``sid`` of this connection; without
-        headers enabled in its CONNECT the connection gets the payload alone, as MSG."""
-        if isinstance(pub, HPub) and self.parser.headers:
-            self._pending.append(HMsg(pub.subject, sid, pub.reply, pub.headers, pub.payload))
-        else:
-            self._pending.append(Msg(pub.subject, sid, pub.reply, pub.payload))
+        """Queue one message of ``pub`` for subscription ``sid`` of this connection."""
+        self._pending.append(self.message_for(sid, pub))
         sub.delivered += 1
         if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
             del self.subscriptions[sid]

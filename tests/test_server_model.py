@@ -41,6 +41,19 @@ def test_headers_are_delivered_unchanged() -> None:
     assert out == [p.HMsg("a", "1", "r", block, b"ok")]
 
 
+def test_a_connection_without_headers_gets_messages_with_headers_as_msg() -> None:
+    block = b"NATS/1.0\r\nA: 1\r\n\r\n"
+    hpub = p.HPub("a", "r", block, b"ok")
+    plain = ServerModel()
+    plain.receive(b'CONNECT {"verbose":false}\r\n')
+    assert not plain.headers_enabled
+    assert plain.message_for("1", hpub) == p.Msg("a", "1", "r", b"ok")
+    enabled = ServerModel()
+    enabled.receive(QUIET)
+    assert enabled.headers_enabled
+    assert enabled.message_for("1", hpub) == p.HMsg("a", "1", "r", block, b"ok")
+
+
 def test_auth_violation_closes() -> None:
     model = ServerModel(ServerConfig(user="u", password="p"))
     assert model.receive(b'CONNECT {"verbose":false,"user":"u","pass":"x"}\r\nPING\r\n') == [

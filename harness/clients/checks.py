@@ -27,7 +27,7 @@ from nats_conformance.harness.clients.driver import DriverError
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
-    hmsg_op,
+    encode,
 )
 from nats_conformance.harness.clients.targets import ClientError
 from nats_conformance.harness.gate import GATING_LEVEL, attempts
@@ -474,8 +474,9 @@ HEADER_BLOCK = b"NATS/1.0\r\nFoodGroup: vegetable\r\n\r\n"
 def _answer_requests(
     block: bytes, payload: bytes = b""
 ) -> Callable[[FakeConnection, protocol.Event], None]:
-    """A reaction: answer every PUB/HPUB with a reply subject by an HMSG carrying ``block`` (and
-    ``payload``) to the client's subscription matching that reply subject."""
+    """A reaction: answer every PUB/HPUB with a reply subject by a message carrying ``block``
+    (and ``payload``) to the client's subscription matching that reply subject: an HMSG, or, as
+    the reference server does for a connection that did not enable headers, a MSG."""
 
     def react(conn: FakeConnection, event: protocol.Event) -> None:
         if isinstance(event, protocol.Pub | protocol.HPub) and event.reply:
@@ -483,7 +484,8 @@ def _answer_requests(
             if sid is None:
                 conn.note(f"no subscription matches the reply subject {event.reply}")
                 return
-            conn.send(hmsg_op(event.reply, sid, block, payload))
+            answer = conn.model.message_for(sid, protocol.HPub(event.reply, None, block, payload))
+            conn.send(encode(answer, any_headers=True))
 
     return react
 

@@ -230,8 +230,9 @@ class FakeConnection:
             self._record("recv", data)
             budget -= len(data)
             events = self._parser.feed(data)
+            answers = self.model.receive(data)  # first: a script that sees an event sees its state
             self._keep(events)
-            if self._answer(self.model.receive(data)):
+            if self._answer(answers):
                 return
             for event in events:
                 for react in list(self.reactions):

@@ -475,6 +475,13 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
                 f"subscriptions {sorted(handles.values())}",
             )
         rtt = _timed_flush(r)
+        wanted = inp.get("headers", True)
+        if conn.wait_connect(timeout=STEP) and conn.model.headers_enabled != wanted:
+            raise Verdict(
+                "skip",
+                f"the case is for a connection with headers {_enabled(wanted)}; the library's "
+                f"CONNECT left them {_enabled(conn.model.headers_enabled)}",
+            )
         r.s.discard_events()
         after = conn.count()
         conn.send(vectors.decode_bytes(inp["bytes"], "input.bytes"))
@@ -497,6 +504,10 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
             probed=probed,
         )
     yield "receive", judge.judge_reaction(expect, reaction)
+
+
+def _enabled(on: bool) -> str:
+    return "enabled" if on else "not enabled"
 
 
 def _timed_flush(r: PathRun) -> float | None:
