@@ -215,7 +215,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.no_report:
         return code
-    return max(code, _write_report([results_path], args.report, args.history, args.spark_master))
+    return max(code, _write_report([results_path], args.report, args.history, args.spark_master,
+                                   full=args.full))  # fmt: skip
 
 
 def _selection(args: argparse.Namespace) -> Selection:
@@ -331,7 +332,7 @@ def default_targets() -> tuple[list[str], list[str]]:
 
 def _report(args: argparse.Namespace) -> int:
     return _write_report(args.results, args.out, args.history, args.spark_master,
-                         fail_on_regression=args.fail_on_regression)  # fmt: skip
+                         full=args.full, fail_on_regression=args.fail_on_regression)  # fmt: skip
 
 
 def _write_report(
@@ -340,6 +341,7 @@ def _write_report(
     history: str | None,
     master: str | None,
     *,
+    full: bool = False,
     fail_on_regression: bool = False,
 ) -> int:
     """Build the report; 0 when fine, 1 for invalid rows (or regressions, when they fail), 3 when
@@ -348,7 +350,7 @@ def _write_report(
     from nats_conformance.reports import pipeline
 
     try:
-        report, problems = pipeline.build(paths, out, store=history, master=master)
+        report, problems = pipeline.build(paths, out, store=history, master=master, full=full)
     except Exception as exc:  # every failure of the job means the same: no report, exit 3
         print(f"nats-conformance: no report: {failure_reason(exc)}", file=sys.stderr)
         return 3
@@ -778,6 +780,12 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
         "--history",
         metavar="DIR",
         help="the history store (Parquet) the rows are added to (default: DIR/history)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="recompute the history's summaries from every row it holds (by default an append "
+        "updates them with the new runs only)",
     )
     parser.add_argument(
         "--spark-master",
