@@ -90,10 +90,11 @@ def update(spark: SparkSession, store: str, partitions: Iterable[tuple[str, str]
 
 
 def _rebuild(spark: SparkSession, store: str) -> None:
-    empty = Summaries(**{t: spark.createDataFrame([], SCHEMAS[t]) for t in SCHEMAS})
+    """Summarise every row of the store (none for a new store) into new tables."""
+    summaries = Summaries(**{t: spark.createDataFrame([], SCHEMAS[t]) for t in SCHEMAS})
     if history.exists(spark, store):
-        empty = _merged(spark, history.load(spark, store), empty)
-    _write(store, empty, "static")
+        summaries = _merged(spark, history.load(spark, store), summaries)
+    _write(store, summaries, "static")
 
 
 def _current(spark: SparkSession, store: str) -> bool:
