@@ -171,11 +171,12 @@ def _newest_runs(runs: Iterable[Any]) -> dict[tuple[str, str], list[tuple[str, s
 
 
 def _write(store: str, summaries: Summaries, mode: str) -> None:
-    """Write every table: ``dynamic`` replaces the target directories the data holds, ``static``
-    the whole table."""
+    """Write every table, a file per target directory: ``dynamic`` replaces the directories the
+    data holds, ``static`` the whole table."""
     for table in SCHEMAS:
         (
             getattr(summaries, table)
+            .repartition(PARTITION)
             .write.mode("overwrite")
             .option("partitionOverwriteMode", mode)
             .partitionBy(PARTITION)
