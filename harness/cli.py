@@ -222,7 +222,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.no_report:
         return code
     return max(code, _write_report([results_path], args.report, args.history, args.spark_master,
-                                   baseline=args.baseline or SHIPPED_BASELINE))  # fmt: skip
+                                   baseline=args.baseline or SHIPPED_BASELINE,
+                                   full=args.full))  # fmt: skip
 
 
 def _selection(args: argparse.Namespace) -> Selection:
@@ -342,6 +343,7 @@ def _report(args: argparse.Namespace) -> int:
         args.out,
         args.history,
         args.spark_master,
+        full=args.full,
         fail_on_regression=args.fail_on_regression,
         baseline=args.baseline,
     )
@@ -353,6 +355,7 @@ def _write_report(
     history: str | None,
     master: str | None,
     *,
+    full: bool = False,
     fail_on_regression: bool = False,
     baseline: Path = SHIPPED_BASELINE,
 ) -> int:
@@ -363,7 +366,7 @@ def _write_report(
 
     try:
         report, problems = pipeline.build(
-            paths, out, store=history, master=master, baseline=baseline
+            paths, out, store=history, master=master, baseline=baseline, full=full
         )
     except Exception as exc:  # every failure of the job means the same: no report, exit 3
         print(f"nats-conformance: no report: {failure_reason(exc)}", file=sys.stderr)
@@ -836,6 +839,12 @@ def _report_options(parser: argparse.ArgumentParser) -> None:
         "--history",
         metavar="DIR",
         help="the history store (Parquet) the rows are added to (default: DIR/history)",
+    )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="recompute the history's summaries from every row it holds (by default an append "
+        "updates them with the new runs only)",
     )
     parser.add_argument(
         "--spark-master",

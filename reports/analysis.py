@@ -13,6 +13,7 @@ from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.implementations import implementation
 from nats_conformance.harness.results import LEVELS, OUTCOMES
 from nats_conformance.reports import coverage, strips
+from nats_conformance.reports import history as history_store
 from nats_conformance.reports.model import (
     Cell,
     Change,
@@ -29,6 +30,8 @@ from nats_conformance.reports.model import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+
+    from nats_conformance.reports.summary import Summaries
 
 SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
 HISTORY_POINTS = 20  # runs shown in a case's history
@@ -68,21 +71,12 @@ def _run_order(run: Run) -> tuple[str, str]:
 Dates = dict[tuple[str, str], list[tuple[str, str]]]
 
 
-def _runs(history: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
-    """Every run per target, oldest first, and the partitions each run is in."""
-    from pyspark.sql import functions as F
-
-    # Text goes in the grouping keys, not in aggregates: Spark's hash aggregation takes only
-    # fixed-width results, and a text one makes it sort every row of the history instead.
-    keys = ("target", "run_id", "target_version", "target_kind", "run_date", "target_dir")
-    found = (
-        history.groupBy(*keys)
-        .agg(F.min("ts").alias("started"), F.count(F.lit(1)).alias("rows"))
-        .collect()
-    )
+def _runs(summary: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
+    """Every run per target, oldest first, and the partitions each run is in, from the runs
+    summary (a row per run, version and partition)."""
     merged: dict[tuple[str, str], Run] = {}
     dates: Dates = defaultdict(list)
-    for r in found:  # a run may span two dates, and (in principle) report two versions
+    for r in summary.collect():  # a run may span two dates, and (in principle) report two versions
         key = (r.target, r.run_id)
         seen = merged.get(key)
         started = _iso(r.started)
@@ -98,16 +92,8 @@ def _runs(history: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
 
 def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Dates) -> DataFrame:
     """The rows of ``runs``, reading only the partitions they are in."""
-    from pyspark.sql import functions as F
-
     keys = [(r.target, r.run_id) for r in runs]
-    partitions = {p for key in keys for p in dates[key]}
-    pruned = history.where(
-        F.col("run_date").isin(sorted({d for d, _ in partitions}))
-        & F.col("target_dir").isin(sorted({t for _, t in partitions}))
-    )
-    wanted = spark.createDataFrame(keys, "target string, run_id string")
-    return pruned.join(F.broadcast(wanted), ["target", "run_id"])
+    return history_store.rows_of(spark, history, keys, [p for key in keys for p in dates[key]])
 
 
 def _ranked(rows: DataFrame, order: list[Column], limit: int) -> DataFrame:
@@ -128,12 +114,13 @@ def _level_rank() -> Column:
     return rank
 
 
-def analyse(spark: SparkSession, history: DataFrame) -> Report:
-    """The report on ``history`` (the store's rows). Two scans read every row (runs, flaky
-    cases); everything else reads only the partitions of the runs it needs."""
+def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Report:
+    """The report on ``history`` (the store's rows) and its ``summaries``: runs, flaky cases and
+    version series come from the summaries; the rest reads only the partitions of the runs it
+    needs (each target's latest, previous and recent runs)."""
     from pyspark.sql import functions as F
 
-    runs, dates = _runs(history)
+    runs, dates = _runs(summaries.runs)
     latest = [target_runs[-1] for target_runs in runs.values()]
     previous = [target_runs[-2] for target_runs in runs.values() if len(target_runs) > 1]
     latest_rows = _rows_of(spark, history, latest, dates).persist()  # read four times
@@ -223,13 +210,13 @@ def analyse(spark: SparkSession, history: DataFrame) -> Report:
                 history=history_points.get(run.target, {}),
             )
         )
-    flaky, flaky_total = _flaky(history)
+    flaky, flaky_total = _flaky(summaries.cases)
     return Report(
         generated=_iso(datetime.now(UTC).replace(tzinfo=None)),
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
-        **_version_series(spark, history, runs, dates, implementations),
+        **_version_series(spark, summaries.newest, runs, implementations),
         flaky=flaky,
         flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
@@ -277,12 +264,12 @@ def _case_history(
 
 def _version_series(
     spark: SparkSession,
-    history: DataFrame,
+    newest_rows: DataFrame,
     runs: dict[str, list[Run]],
-    dates: Dates,
     impl_of: dict[str, str],
 ) -> dict[str, list[Any]]:
-    """For each implementation with several versions, judging each version by its latest run:
+    """For each implementation with several versions, judging each version by its latest run
+    (``newest_rows``: the rows of each target's newest run per version):
     where each case first fails (``first_failures``), and every case whose outcome differs from
     the version before (``version_changes``)."""
     from pyspark.sql import functions as F
@@ -308,10 +295,8 @@ def _version_series(
     if not chosen:
         return {"first_failures": [], "version_changes": []}
     ranks = spark.createDataFrame(chosen, "target string, run_id string, impl string, rank int")
-    chosen_runs = [newest[(impl, series[impl][rank])] for _, _, impl, rank in chosen]
     rows = (
-        _rows_of(spark, history, chosen_runs, dates)
-        .join(F.broadcast(ranks), ["target", "run_id"])
+        newest_rows.join(F.broadcast(ranks), ["target", "run_id"])
         .withColumn("failing", F.col("outcome").isin(*FAILING))
         .select("impl", "case_id", "rank", "outcome", "failing", "group", "level")
         .persist()  # one run per version: small, and read by both aggregations
@@ -382,18 +367,19 @@ def _changes(rows: DataFrame) -> DataFrame:
     )
 
 
-def _flaky(history: DataFrame) -> tuple[list[Flaky], int]:
-    """Cases with different outcomes in runs of one target at one version."""
+def _flaky(cases: DataFrame) -> tuple[list[Flaky], int]:
+    """Cases with different outcomes in runs of one target at one version, from the cases
+    summary (outcome counts per target, version, case and level)."""
     from pyspark.sql import functions as F
 
-    counted = [F.count(F.when(F.col("outcome") == o, 1)).alias(o) for o in OUTCOMES]
+    summed = [F.sum(c).alias(c) for c in (*OUTCOMES, "runs")]  # a run has one row per case
     kinds = sum(F.when(F.col(o) > 0, 1).otherwise(0) for o in OUTCOMES)
     flaky = (
-        history.groupBy("target", "target_version", "case_id", "level")  # see _runs on keys
-        .agg(*counted, F.count(F.lit(1)).alias("runs"))  # a run has one row per case
+        cases.groupBy("target", "target_version", "case_id", "level")  # across target dirs
+        .agg(*summed)
         .where(kinds > 1)
     )
-    flaky = flaky.persist()  # small; counted and listed from one scan of the history
+    flaky = flaky.persist()  # small; counted and listed from one read of the summary
     total = flaky.count()
     shown = flaky.orderBy("target", "case_id").limit(SHOWN_FLAKY).collect()
     flaky.unpersist()

@@ -12,6 +12,8 @@ the data as ``target_name`` (null in rows written before it existed, whose direc
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -84,22 +86,61 @@ def load(spark: SparkSession, store: str) -> DataFrame:
     )
 
 
-def append(spark: SparkSession, rows: DataFrame, store: str) -> int:
-    """Add the valid ``rows`` (the row fields and ``ts``) of runs the store does not hold yet;
-    returns how many rows were added."""
+@dataclass(frozen=True)
+class Appended:
+    """What an append wrote: how many rows, and the partitions (run date, target directory)
+    they went to (where the summaries look for the runs they do not know yet)."""
+
+    rows: int
+    partitions: frozenset[tuple[str, str]]
+
+
+def append(spark: SparkSession, rows: DataFrame, store: str, known: DataFrame | None) -> Appended:
+    """Add the valid ``rows`` (the row fields and ``ts``) of runs not in ``known`` (``run_id``,
+    ``target``: the runs the store holds, None for a new store)."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     fresh = rows.select(*ROW_KEYS, "ts").withColumns(
         {"run_date": F.date_format("ts", "yyyy-MM-dd"), "target_name": F.col("target")}
     )
-    if exists(spark, store):
-        known = load(spark, store).select("run_id", "target").distinct()
+    if known is not None:
         fresh = fresh.join(F.broadcast(known), ["run_id", "target"], "left_anti")
     # No shuffle: results files hold a run or a few, so each task writes to few partitions, and
     # the writer sorts its rows by partition so each gets one file per task.
     written = Observation("appended")
     fresh = fresh.withColumn("target", partition_name(F.col("target_name")))
-    fresh = fresh.select(*schema().fieldNames()).observe(written, F.count(F.lit(1)).alias("rows"))
+    fresh = fresh.select(*schema().fieldNames()).observe(
+        written,
+        F.count(F.lit(1)).alias("rows"),
+        F.collect_set(F.struct("run_date", "target")).alias("partitions"),
+    )
     fresh.write.mode("append").partitionBy(*PARTITIONS).parquet(store)
-    return int(written.get["rows"])
+    seen = written.get
+    return Appended(int(seen["rows"]), frozenset((p[0], p[1]) for p in seen["partitions"]))
+
+
+def rows_of(
+    spark: SparkSession,
+    history: DataFrame,
+    runs: Iterable[tuple[str, str]],
+    partitions: Iterable[tuple[str, str]],
+) -> DataFrame:
+    """The rows of ``runs`` (target, run id) of ``history`` (``load``), reading only
+    ``partitions`` (run date, target directory: those the runs are in)."""
+    from pyspark.sql import functions as F
+
+    wanted = spark.createDataFrame(sorted(set(runs)), "target string, run_id string")
+    return within(history, partitions).join(F.broadcast(wanted), ["target", "run_id"])
+
+
+def within(history: DataFrame, partitions: Iterable[tuple[str, str]]) -> DataFrame:
+    """The rows of ``history`` (``load``) in ``partitions`` (run date, target directory), and
+    few others: Spark reads the directories of every date with every target named."""
+    from pyspark.sql import functions as F
+
+    chosen = set(partitions)
+    return history.where(
+        F.col("run_date").isin(sorted({d for d, _ in chosen}))
+        & F.col("target_dir").isin(sorted({t for _, t in chosen}))
+    )

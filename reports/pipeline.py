@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nats_conformance.harness.gate import SHIPPED_BASELINE, Baseline
-from nats_conformance.reports import analysis, details, history, ingest, outputs
+from nats_conformance.reports import analysis, details, history, ingest, outputs, summary
 from nats_conformance.reports.model import Report
 from nats_conformance.reports.spark import session
 
@@ -25,9 +25,11 @@ def build(
     store: str | None = None,
     master: str | None = None,
     baseline: Path = SHIPPED_BASELINE,
+    full: bool = False,
 ) -> tuple[Report, list[ingest.RowProblem]]:
     """Report on ``paths`` (results files or directories) and everything already in the history
-    ``store`` (default ``OUT/history``); writes the outputs into ``out``.
+    ``store`` (default ``OUT/history``); writes the outputs into ``out``. The store's summaries
+    are brought up to date with the new runs, or recomputed from every row when ``full``.
 
     A failure the ``baseline`` lists with the URL of an upstream bug report shows that URL.
     Returns the report and every invalid row found in ``paths``.
@@ -46,17 +48,24 @@ def build(
     rows = ingest.read_rows(spark, files).observe(
         seen, F.count(F.when(F.col("bad"), 1)).alias("bad")
     )
-    added = history.append(spark, rows.where(~F.col("bad")), store)
+    known = summary.prepare(spark, store, full=full)
+    added = history.append(spark, rows.where(~F.col("bad")), store, known)
     problems = _problems(spark, files, seen.get["bad"])
     ingested = time.monotonic()
-    report = analysis.analyse(spark, history.load(spark, store))
+    summary.update(spark, store, added.partitions)
+    summarised = time.monotonic()
+    report = analysis.analyse(spark, history.load(spark, store), summary.load(spark, store))
     analysed = time.monotonic()
-    report.rows_added = added
+    report.rows_added = added.rows
     report.invalid_total = len(problems)
     report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
     report.details = details.load(detail_files, _detail_keys(report))
     report.upstream = details.upstream(report.targets, Baseline.load(baseline))
-    report.timings = {"ingest": ingested - started, "analyse": analysed - ingested}
+    report.timings = {
+        "ingest": ingested - started,
+        "summarise": summarised - ingested,
+        "analyse": analysed - summarised,
+    }
     outputs.write_all(report, out)
     report.timings["write"] = time.monotonic() - analysed
     return report, problems
