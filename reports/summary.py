@@ -123,12 +123,17 @@ def _merged(spark: SparkSession, rows: DataFrame, old: Summaries) -> Summaries:
     ).localCheckpoint()
     runs = old.runs.unionByName(new_runs)
     fresh = {(r.target, r.run_id) for r in new_runs.select("target", "run_id").collect()}
-    newest = _newest_runs(runs.collect())
+    every_run = runs.collect()
+    newest = _newest_runs(every_run)
     kept = spark.createDataFrame(
         sorted(k for k in newest if k not in fresh), "target string, run_id string"
     )
     added = [k for k in newest if k in fresh]
-    new_rows = rows.join(F.broadcast(new_runs.select("target", "run_id")), ["target", "run_id"])
+    new_rows = rows
+    if any((r.target, r.run_id) not in fresh for r in every_run):
+        # Only when some runs are old: looking each row up among the new runs costs a tenth of
+        # a full rebuild's summarising, for nothing when every row is new.
+        new_rows = rows.join(F.broadcast(new_runs.select("target", "run_id")), ["target", "run_id"])
     newest_rows = history.rows_of(spark, rows, added, [p for k in added for p in newest[k]]).select(
         *old.newest.columns
     )
