@@ -85,25 +85,37 @@ def junit_xml(rows: Judged) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
 
 
-def vector_uris(files: Mapping[str, str], roots: Sequence[Path]) -> dict[str, str]:
-    """{case id: the URI of its vector file}: relative to the working directory (a repository's
-    root in CI) when the file is under it, else relative to the vector directory it came from."""
+BUNDLED_BASE = "NATS_CONFORMANCE_VECTORS"  # SARIF uriBaseId of the vectors the suite ships
+VectorUri = tuple[str, str | None]  # (URI, the uriBaseId it is relative to, None: the checkout's)
+
+
+def vector_uris(files: Mapping[str, str], roots: Sequence[Path]) -> dict[str, VectorUri]:
+    """{case id: where its vector file is}: a bundled file relative to the bundled vectors
+    (wherever the package is installed, a virtualenv in the checkout included), another relative
+    to the working directory (a repository's root in CI) when under it, else relative to the
+    vector directory it came from."""
+    from nats_conformance.conformance.vectors import BUNDLED_DIR
+
+    bundled = BUNDLED_DIR.resolve()
     cwd = Path.cwd().resolve()
     dirs = [r.resolve() if r.is_dir() else r.resolve().parent for r in roots]
-    out = {}
+    out: dict[str, VectorUri] = {}
     for case_id, file in files.items():
         path = Path(file).resolve()
+        if path.is_relative_to(bundled):
+            out[case_id] = (path.relative_to(bundled).as_posix(), BUNDLED_BASE)
+            continue
         base = next((d for d in [cwd, *dirs] if path.is_relative_to(d)), path.parent)
-        out[case_id] = path.relative_to(base).as_posix()
+        out[case_id] = (path.relative_to(base).as_posix(), None)
     return out
 
 
-def _vector_of(case_id: str, uris: Mapping[str, str]) -> str | None:
+def _vector_of(case_id: str, uris: Mapping[str, VectorUri]) -> VectorUri | None:
     # A client row's id is the vector's id and the path it took: "<vector id>@<path>".
     return uris.get(case_id) or uris.get(case_id.partition("@")[0])
 
 
-def sarif(rows: Judged, uris: Mapping[str, str], version: str) -> dict[str, object]:
+def sarif(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> dict[str, object]:
     """SARIF 2.1.0: a result per row that fails the gate (an unexpected failure or a stale
     baseline entry) and per other row that failed, at its level (must error, should warning,
     may and info note), located at its vector file and case."""
@@ -117,8 +129,10 @@ def sarif(rows: Judged, uris: Mapping[str, str], version: str) -> dict[str, obje
         location: dict[str, object] = {
             "logicalLocations": [{"fullyQualifiedName": row.case_id, "kind": "object"}]
         }
-        if uri := _vector_of(row.case_id, uris):
-            location["physicalLocation"] = {"artifactLocation": {"uri": uri}}
+        if found := _vector_of(row.case_id, uris):
+            uri, base = found
+            artifact = {"uri": uri} | ({"uriBaseId": base} if base else {})
+            location["physicalLocation"] = {"artifactLocation": artifact}
         results.append(
             {
                 "ruleId": row.case_id,
@@ -131,14 +145,17 @@ def sarif(rows: Judged, uris: Mapping[str, str], version: str) -> dict[str, obje
             }
         )
     driver = {"name": TOOL, "version": version, "rules": list(rules.values())}
+    bases = {
+        BUNDLED_BASE: {"description": {"text": f"the vectors bundled with {TOOL} {version}"}}
+    }
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{"tool": {"driver": driver}, "results": results}],
+        "runs": [{"tool": {"driver": driver}, "originalUriBaseIds": bases, "results": results}],
     }
 
 
-def sarif_json(rows: Judged, uris: Mapping[str, str], version: str) -> str:
+def sarif_json(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> str:
     return json.dumps(sarif(rows, uris, version), indent=2, ensure_ascii=False) + "\n"
 
 

@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import io
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
-from nats_conformance.harness.ci_outputs import junit_xml, md_text, summary_md
+import pytest
+
+from nats_conformance.conformance.vectors import BUNDLED_DIR
+from nats_conformance.harness.ci_outputs import (
+    BUNDLED_BASE,
+    junit_xml,
+    md_text,
+    sarif,
+    summary_md,
+    vector_uris,
+)
 from nats_conformance.harness.console import Progress
 from nats_conformance.harness.gate import Verdict
 from nats_conformance.harness.results import ResultRow
@@ -82,3 +93,23 @@ def test_progress_off_a_terminal_prints_a_line_after_every_s_seconds() -> None:
     now[0] = 5.0
     progress.step("other", "b", failed=False)
     assert stream.getvalue() == "progress: 2/1000 cases: srv 1, other 1\n"
+
+
+def test_sarif_locates_a_bundled_vector_by_its_own_base_wherever_the_package_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtualenv inside the checkout must not put site-packages paths into code scanning."""
+    monkeypatch.chdir(BUNDLED_DIR.parent.parent)  # the package's files are under the directory
+    mine = tmp_path / "mine.json"
+    files = {"a.case": str(BUNDLED_DIR / "headers-parse.json"), "b.case": str(mine)}
+    uris = vector_uris(files, [BUNDLED_DIR, tmp_path])
+    assert uris == {"a.case": ("headers-parse.json", BUNDLED_BASE), "b.case": ("mine.json", None)}
+    rows = [(_row("a.case@decode", "fail"), Verdict.UNEXPECTED),
+            (_row("b.case", "fail"), Verdict.UNEXPECTED)]  # fmt: skip
+    run = sarif(rows, uris, "1.0")["runs"][0]  # type: ignore[index]
+    artifacts = [r["locations"][0]["physicalLocation"]["artifactLocation"] for r in run["results"]]
+    assert artifacts == [
+        {"uri": "headers-parse.json", "uriBaseId": BUNDLED_BASE},
+        {"uri": "mine.json"},
+    ]
+    assert BUNDLED_BASE in run["originalUriBaseIds"]
