@@ -145,9 +145,7 @@ def sarif(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> dict[str
             }
         )
     driver = {"name": TOOL, "version": version, "rules": list(rules.values())}
-    bases = {
-        BUNDLED_BASE: {"description": {"text": f"the vectors bundled with {TOOL} {version}"}}
-    }
+    bases = {BUNDLED_BASE: {"description": {"text": f"the vectors bundled with {TOOL} {version}"}}}
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
