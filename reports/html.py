@@ -23,6 +23,7 @@ from nats_conformance.reports.model import (
     Flaky,
     Report,
     TargetReport,
+    level_rank,
 )
 
 CLIENT_KIND = "client"
@@ -99,10 +100,6 @@ def unique_slugs(names: Sequence[str]) -> dict[str, str]:
     }
 
 
-def level_rank(level: str) -> int:
-    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
-
-
 def by_version(target: TargetReport) -> tuple[tuple[int, ...], str]:
     """Targets in version order (2.9.10 < 2.10.25)."""
     return (version_order(target.run.version), target.run.version)
@@ -134,7 +131,7 @@ def level_class(level: str) -> str:
 
 def ordered_levels(levels: Iterable[str]) -> list[str]:
     """Known levels in severity order, then anything else alphabetically."""
-    return sorted(set(levels), key=lambda lv: (LEVELS.index(lv) if lv in LEVELS else 99, lv))
+    return sorted(set(levels), key=lambda lv: (level_rank(lv), lv))
 
 
 def counts_title(counts: Counts) -> str:

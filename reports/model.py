@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nats_conformance.harness.gate import FAILING
-from nats_conformance.harness.results import INTEROP_KIND
+from nats_conformance.harness.results import INTEROP_KIND, LEVELS
+
+
+def level_rank(level: str) -> int:
+    """Levels in the documents' order (must first); an unknown level last."""
+    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,14 @@ from typing import Any
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.results import INTEROP_KIND
 from nats_conformance.reports import details, html, strips
-from nats_conformance.reports.model import FirstFailure, Point, Report, Strip, TargetReport
+from nats_conformance.reports.model import (
+    FirstFailure,
+    Point,
+    Report,
+    Strip,
+    TargetReport,
+    level_rank,
+)
 
 FORMAT = "nats-conformance-implementation/1"
 PAGE_DIR = "impl"
@@ -107,21 +114,14 @@ def _strip_json(strip: Strip | None) -> dict[str, Any]:
     }
 
 
-def judging(targets: Sequence[TargetReport]) -> list[TargetReport]:
-    """Per version, the target whose latest run is the newest (the strip's rule)."""
-    newest: dict[str, TargetReport] = {}
-    for target in sorted(targets, key=lambda t: (t.run.started, t.run.run_id)):
-        newest[target.run.version] = target
-    return list(newest.values())
-
-
 def _failures(
     report: Report, targets: Sequence[TargetReport], first: Mapping[str, FirstFailure]
 ) -> list[dict[str, Any]]:
     """Each case failing in a latest run of the implementation's targets (newest version first),
     with its evidence from the newest failing one."""
     by_case: dict[str, list[tuple[TargetReport, Any]]] = defaultdict(list)
-    for target in sorted(judging(targets), key=html.by_version, reverse=True):
+    judging = strips.newest_by_version(targets, lambda t: t.run).values()  # the strip's rule
+    for target in sorted(judging, key=html.by_version, reverse=True):
         for failure in target.failures:
             by_case[failure.case_id].append((target, failure))
     found = []
@@ -155,7 +155,7 @@ def _failures(
                 "transcript": bounded_transcript(str(detail.get("transcript") or "")),
             }
         )
-    found.sort(key=lambda f: (html.level_rank(f["level"]), f["group"], f["case_id"]))
+    found.sort(key=lambda f: (level_rank(f["level"]), f["group"], f["case_id"]))
     return found
 
 
@@ -419,7 +419,7 @@ def failing_rows(
     ]
     rows.sort(
         key=lambda r: (
-            html.level_rank(r["failure"]["level"]),
+            level_rank(r["failure"]["level"]),
             r["implementation"],
             r["failure"]["case_id"],
         )

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nats_conformance.harness.implementations import implementation
-from nats_conformance.harness.results import LEVELS
-from nats_conformance.reports.model import Run, Strip, StripCase
+from nats_conformance.reports.model import Run, Strip, StripCase, level_rank
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 QUIET = frozenset({"pass", "skip"})  # outcomes a case may keep at every version and be counted
 Row = tuple[str, str, str, str, str]  # target, case id, group, level, outcome
+T = TypeVar("T")
 
 
 def build(rows: DataFrame, latest: list[Run], order: Callable[[str], Any]) -> list[Strip]:
@@ -33,11 +33,20 @@ def build(rows: DataFrame, latest: list[Run], order: Callable[[str], Any]) -> li
     )
 
 
+def newest_by_version(items: Iterable[T], run_of: Callable[[T], Run]) -> dict[str, T]:
+    """Version -> the item whose run is the newest of that version's: the one that judges it."""
+    chosen: dict[str, T] = {}
+    for item in sorted(items, key=lambda i: (run_of(i).started, run_of(i).run_id)):
+        chosen[run_of(item).version] = item
+    return chosen
+
+
 def columns(latest: list[Run], order: Callable[[str], Any]) -> dict[str, dict[str, Run]]:
     """Implementation -> version (in ``order``) -> the run that judges it (the newest)."""
-    chosen: dict[str, dict[str, Run]] = defaultdict(dict)
-    for run in sorted(latest, key=lambda r: (r.started, r.run_id)):
-        chosen[implementation(run.target)][run.version] = run
+    grouped: dict[str, list[Run]] = defaultdict(list)
+    for run in latest:
+        grouped[implementation(run.target)].append(run)
+    chosen = {impl: newest_by_version(runs, lambda r: r) for impl, runs in grouped.items()}
     return {
         impl: {v: versions[v] for v in sorted(versions, key=lambda v: (order(v), v))}
         for impl, versions in chosen.items()
@@ -74,7 +83,7 @@ def _strip(impl: str, versions: dict[str, Run], found: dict[str, tuple[str, str,
             stable[outcomes[0] or ""] += 1
         else:
             shown.append(StripCase(case_id, group, level, outcomes))
-    shown.sort(key=lambda c: (_level_rank(c.level), c.group, c.case_id))
+    shown.sort(key=lambda c: (level_rank(c.level), c.group, c.case_id))
     return Strip(
         implementation=impl,
         versions=tuple(versions),
@@ -82,10 +91,6 @@ def _strip(impl: str, versions: dict[str, Run], found: dict[str, tuple[str, str,
         cases=shown,
         stable=dict(sorted(stable.items())),
     )
-
-
-def _level_rank(level: str) -> int:
-    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
 
 
 def changed(outcomes: tuple[str | None, ...]) -> list[bool]:
