@@ -315,6 +315,12 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
     return result
 
 
+@cache
+def bundled_cases() -> tuple[Case, ...]:
+    """The cases the suite ships (read once: the reports and the client checks all use them)."""
+    return tuple(load_all([BUNDLED_DIR]).cases)
+
+
 # --- evaluation -------------------------------------------------------------------------------
 
 

@@ -67,5 +67,4 @@ def coverage(
 def bundled_coverage(rows: Iterable[tuple[str, str, str]]) -> dict[str, Any]:
     """Coverage of the bundled index by the bundled vectors, from each target's latest rows
     (target, row id, outcome)."""
-    loaded = vectors.load_all([vectors.BUNDLED_DIR])
-    return coverage(requirements.bundled_index(), citations(loaded.cases), by_case(rows))
+    return coverage(requirements.bundled_index(), citations(vectors.bundled_cases()), by_case(rows))

@@ -48,8 +48,10 @@ def load(files: Iterable[Path], wanted: set[Key]) -> dict[Key, dict[str, Any]]:
 @cache
 def bundled_requirements() -> dict[str, dict[str, str]]:
     """Case id -> the requirement (document, section, quote, description) of bundled vectors."""
-    loaded = vectors.load_all([vectors.BUNDLED_DIR])
-    return {case.id: requirement(case.source, case.data["description"]) for case in loaded.cases}
+    return {
+        case.id: requirement(case.source, case.data["description"])
+        for case in vectors.bundled_cases()
+    }
 
 
 def vector_of(case_id: str) -> dict[str, Any] | None:
@@ -70,14 +72,13 @@ def vector_of(case_id: str) -> dict[str, Any] | None:
 @cache
 def bundled_vectors() -> dict[str, tuple[str, str, tuple[str, ...]]]:
     """Vector id -> (file as ``vectors/<name>``, id, cited requirement ids)."""
-    loaded = vectors.load_all([vectors.BUNDLED_DIR])
     return {
         case.id: (
             f"vectors/{Path(case.file).name}",
             case.id,
             tuple(case.data.get("requirements", ())),
         )
-        for case in loaded.cases
+        for case in vectors.bundled_cases()
     }
 
 

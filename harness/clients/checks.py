@@ -72,11 +72,6 @@ class CheckResult:
 # --- vector-derived definitions ------------------------------------------------------------------
 
 
-@cache
-def _bundled_cases() -> tuple[vectors.Case, ...]:
-    return tuple(vectors.load_all([vectors.BUNDLED_DIR]).cases)
-
-
 def _from_vector(prefix: str, case: vectors.Case, how: str) -> CheckDef:
     src = case.data["source"]
     return CheckDef(
@@ -92,7 +87,7 @@ def header_encode_cases() -> tuple[vectors.Case, ...]:
     """headers.encode cases a publish can express: no status line, just headers."""
     return tuple(
         case
-        for case in _bundled_cases()
+        for case in vectors.bundled_cases()
         if case.kind == "headers.encode"
         and "client" in case.roles
         and case.data["input"].get("status") is None
