@@ -1,13 +1,19 @@
-"""The history store: every valid row ever reported, as Parquet partitioned by run date and target.
+"""The history store: every valid row ever reported, as Parquet partitioned by run date.
 
 Appending is idempotent per (run, target): rows of a run already in the store are not added
 again, so reporting the same results file twice counts its rows once.
 
-A partition directory is named ``target=<name>`` for a target name of up to ``NAME_IN_PATH``
-bytes, as it always was, so stores written before keep their layout and read as they are. A
-longer name (a directory name holds 255 bytes, and Spark escapes ``:``, ``/``, ``=`` and more as
-``%XX``) gets ``target=<its first PREFIX characters>~<sha256 prefix>``; the full name is kept in
-the data as ``target_name`` (null in rows written before it existed, whose directory is the name).
+The layout is a directory per run date, ``date=YYYY-MM-DD``, holding the rows with their full
+target names. Stores written before had a directory per (run date, target),
+``run_date=<date>/target=<name>``, and a long name there became ``<its first PREFIX
+characters>~<sha256 prefix>`` with the full name in the column ``target_name`` (null in rows
+written before that column existed, whose directory is the name). Those directories are read as
+they are, beside the new ones; new rows always go to the date layout. A directory per target made
+an ingest write a file per (task, date, target), thousands for a large history, and Hadoop's
+local file system starts a ``chmod`` process for every file and directory it creates.
+
+Each row also has a bounded ``target_dir``, the target's directory in the summaries
+(``partition_name``; in the old layout, the row's directory).
 """
 
 from __future__ import annotations
@@ -21,25 +27,41 @@ from nats_conformance.harness.results import ROW_KEYS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructField, StructType
 
-PARTITIONS = ("run_date", "target")
+DATE = "date"  # the partition column: a directory per run date
+LEGACY_PARTITIONS = ("run_date", "target")  # the layout of stores written before
 # Escaped, a byte can take 3 ("%3A"): 80 bytes stay within 240 of a directory name's 255.
 NAME_IN_PATH = 80
 PREFIX = 40  # characters: at most 160 bytes, escaped or not (4 bytes per character in UTF-8)
 
 
-def schema() -> StructType:
-    """The store's columns as written: the row's fields (``target`` holding the partition's
-    name), the full target name, the row's time as a timestamp, and the run date."""
+def _fields() -> list[StructField]:
     from pyspark.sql import types as T
 
-    fields = [
+    return [
         T.StructField(k, T.DoubleType() if k == "duration_ms" else T.StringType()) for k in ROW_KEYS
     ]
+
+
+def schema() -> StructType:
+    """The store's columns as written: the row's fields, its time as a timestamp, and the run
+    date (the partition)."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [*_fields(), T.StructField("ts", T.TimestampType()), T.StructField(DATE, T.StringType())]
+    )
+
+
+def legacy_schema() -> StructType:
+    """The columns of a store written before: ``target`` is the directory's name (partition
+    values such as a target named "1" must stay strings)."""
+    from pyspark.sql import types as T
+
     return T.StructType(
         [
-            *fields,
+            *_fields(),
             T.StructField("target_name", T.StringType()),
             T.StructField("ts", T.TimestampType()),
             T.StructField("run_date", T.StringType()),
@@ -48,7 +70,7 @@ def schema() -> StructType:
 
 
 def partition_name(target: Column) -> Column:
-    """The partition value of ``target``: the name itself when short, else a bounded prefix and
+    """The directory name of ``target``: the name itself when short, else a bounded prefix and
     a digest (distinct names stay apart: the digest covers the whole name)."""
     from pyspark.sql import functions as F
 
@@ -58,32 +80,63 @@ def partition_name(target: Column) -> Column:
     )
 
 
+def _layout(spark: SparkSession, store: str, first: str, columns: StructType) -> DataFrame | None:
+    """The rows under ``store``'s directories ``first=*`` read with ``columns``, or None when
+    there are none."""
+    pattern = f"{store.rstrip('/')}/{first}=*"
+    if "://" not in store and not any(Path(store).glob(f"{first}=*")):
+        return None
+    rows = spark.read.schema(columns).option("basePath", store).parquet(pattern)
+    if "://" in store:
+        try:
+            rows.limit(1).count()
+        except Exception:  # a layout not written there: any error reading it means absent
+            return None
+    return rows
+
+
 def exists(spark: SparkSession, store: str) -> bool:
-    if "://" not in store:
-        return any(Path(store).glob("run_date=*"))
-    try:
-        load(spark, store).limit(1).count()
-    except Exception:  # a store not created yet: any error reading it means absent
-        return False
-    return True
+    return any(
+        _layout(spark, store, first, columns) is not None
+        for first, columns in ((DATE, schema()), (LEGACY_PARTITIONS[0], legacy_schema()))
+    )
 
 
 def load(spark: SparkSession, store: str) -> DataFrame:
-    """The store's rows: the row fields (``target`` the full name), ``ts``, ``run_date``, and
-    ``target_dir`` (the partition value, to read only the partitions of some targets)."""
+    """The store's rows, of both layouts: the row fields (``target`` the full name), ``ts``,
+    ``run_date``, and ``target_dir`` (to read only the rows of some targets and dates)."""
     from pyspark.sql import functions as F
 
-    # An explicit schema: partition values such as a target named "1" must stay strings.
-    stored = spark.read.schema(schema()).parquet(store)
-    return stored.select(
-        *[
-            F.coalesce("target_name", "target").alias(k) if k == "target" else F.col(k)
-            for k in ROW_KEYS
-        ],
-        "ts",
-        "run_date",
-        F.col("target").alias("target_dir"),
-    )
+    frames = []
+    rows = _layout(spark, store, DATE, schema())
+    if rows is not None:
+        frames.append(
+            rows.select(
+                *ROW_KEYS,
+                "ts",
+                F.col(DATE).alias("run_date"),
+                partition_name(F.col("target")).alias("target_dir"),
+            )
+        )
+    legacy = _layout(spark, store, LEGACY_PARTITIONS[0], legacy_schema())
+    if legacy is not None:
+        frames.append(
+            legacy.select(
+                *[
+                    F.coalesce("target_name", "target").alias(k) if k == "target" else F.col(k)
+                    for k in ROW_KEYS
+                ],
+                "ts",
+                "run_date",
+                F.col("target").alias("target_dir"),
+            )
+        )
+    if not frames:
+        columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in _fields())
+        return spark.createDataFrame(
+            [], f"{columns}, ts timestamp, run_date string, target_dir string"
+        )
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
 @dataclass(frozen=True)
@@ -101,21 +154,17 @@ def append(spark: SparkSession, rows: DataFrame, store: str, known: DataFrame | 
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    fresh = rows.select(*ROW_KEYS, "ts").withColumns(
-        {"run_date": F.date_format("ts", "yyyy-MM-dd"), "target_name": F.col("target")}
-    )
+    fresh = rows.select(*ROW_KEYS, "ts").withColumn(DATE, F.date_format("ts", "yyyy-MM-dd"))
     if known is not None:
         fresh = fresh.join(F.broadcast(known), ["run_id", "target"], "left_anti")
-    # No shuffle: results files hold a run or a few, so each task writes to few partitions, and
-    # the writer sorts its rows by partition so each gets one file per task.
+    # No shuffle: a task's rows span a date or two, so it writes a file to each.
     written = Observation("appended")
-    fresh = fresh.withColumn("target", partition_name(F.col("target_name")))
     fresh = fresh.select(*schema().fieldNames()).observe(
         written,
         F.count(F.lit(1)).alias("rows"),
-        F.collect_set(F.struct("run_date", "target")).alias("partitions"),
+        F.collect_set(F.struct(DATE, partition_name(F.col("target")))).alias("partitions"),
     )
-    fresh.write.mode("append").partitionBy(*PARTITIONS).parquet(store)
+    fresh.write.mode("append").partitionBy(DATE).parquet(store)
     seen = written.get
     return Appended(int(seen["rows"]), frozenset((p[0], p[1]) for p in seen["partitions"]))
 
@@ -130,13 +179,16 @@ def rows_of(
     ``partitions`` (run date, target directory: those the runs are in)."""
     from pyspark.sql import functions as F
 
-    wanted = spark.createDataFrame(sorted(set(runs)), "target string, run_id string")
-    return within(history, partitions).join(F.broadcast(wanted), ["target", "run_id"])
+    keys = sorted(set(runs))
+    wanted = spark.createDataFrame(keys, "target string, run_id string")
+    # The run ids as a filter too: Parquet skips the row groups outside their range.
+    chosen = within(history, partitions).where(F.col("run_id").isin(sorted({r for _, r in keys})))
+    return chosen.join(F.broadcast(wanted), ["target", "run_id"])
 
 
 def within(history: DataFrame, partitions: Iterable[tuple[str, str]]) -> DataFrame:
-    """The rows of ``history`` (``load``) in ``partitions`` (run date, target directory), and
-    few others: Spark reads the directories of every date with every target named."""
+    """The rows of ``history`` (``load``) in ``partitions`` (run date, target directory): Spark
+    reads the directories of the dates named (and, in the old layout, of the targets named)."""
     from pyspark.sql import functions as F
 
     chosen = set(partitions)

@@ -2,8 +2,8 @@
 an analysis reads them and the rows of a few runs, never every row the store holds.
 
 Three tables under ``<store>/_summary/`` (Spark skips names starting with ``_`` when it reads
-the history), each partitioned by the history's target directory, so that an append rewrites the
-summaries of the targets it wrote to and no others:
+the history), each partitioned by the target's bounded directory name (``target_dir``), so that an
+append rewrites the summaries of the targets it wrote to and no others:
 
 - ``runs``: a row per (target, run, version, kind, run date): its first time and its row count;
 - ``cases``: a row per (target, version, case, level): how many rows had each outcome (flaky

