@@ -4,9 +4,8 @@ versions and flaky cases. Spark does the scans and joins; only small results rea
 from __future__ import annotations
 
 import re
-from collections import defaultdict
-from dataclasses import replace
-from datetime import UTC, datetime
+import time
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from nats_conformance.harness.gate import FAILING
@@ -44,23 +43,10 @@ def version_order(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
-def _counts(rows: DataFrame, *keys: str) -> DataFrame:
-    from pyspark.sql import functions as F
-
-    return rows.groupBy(*keys).agg(
-        *[
-            F.count(F.when(F.col("outcome") == outcome, 1)).alias(outcome)
-            for outcome in ("pass", "fail", "error", "skip")
-        ]
-    )
-
-
-def _as_counts(row: object) -> Counts:
-    return Counts(row["pass"], row["fail"], row["error"], row["skip"])  # type: ignore[index]
-
-
-def _iso(ts: datetime) -> str:
-    return ts.replace(tzinfo=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _iso(micros: int) -> str:
+    """A time given as microseconds since the epoch (as Spark's ``unix_micros`` gives it, which
+    does not depend on any time zone), in ISO 8601 to the second, UTC."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(micros // 1_000_000))
 
 
 def _run_order(run: Run) -> tuple[str, str]:
@@ -73,21 +59,42 @@ Dates = dict[tuple[str, str], list[tuple[str, str]]]
 
 def _runs(summary: DataFrame) -> tuple[dict[str, list[Run]], Dates]:
     """Every run per target, oldest first, and the partitions each run is in, from the runs
-    summary (a row per run, version and partition)."""
-    merged: dict[tuple[str, str], Run] = {}
+    summary (a row per run, version and partition: a run may span two dates, and in principle
+    report two versions; its version and kind are those of its first rows)."""
+    from pyspark.sql import functions as F
+
+    started_at = F.unix_micros("started")
+    columns = ("target", "run_id", started_at, "target_version", "target_kind", "rows")
+    first: dict[tuple[str, str], tuple[Any, ...]] = {}
+    rows: Counter[tuple[str, str]] = Counter()
     dates: Dates = defaultdict(list)
-    for r in summary.collect():  # a run may span two dates, and (in principle) report two versions
-        key = (r.target, r.run_id)
-        seen = merged.get(key)
-        started = _iso(r.started)
-        if seen is None or started < seen.started:
-            seen = Run(r.target, r.run_id, started, r.target_version, r.target_kind, 0)
-        merged[key] = replace(seen, rows=seen.rows + r.rows)
-        dates[key].append((r.run_date, r.target_dir))
+    for target, run_id, started, version, kind, count, run_date, target_dir in summary.select(
+        *columns, "run_date", "target_dir"
+    ).collect():  # started: microseconds since the epoch
+        key = (target, run_id)
+        if key not in first or started < first[key][0]:
+            first[key] = (started, version, kind)
+        rows[key] += count
+        dates[key].append((run_date, target_dir))
+    merged = [
+        Run(target, run_id, _iso(started), version, kind, rows[target, run_id])
+        for (target, run_id), (started, version, kind) in first.items()
+    ]
     runs: dict[str, list[Run]] = defaultdict(list)
-    for run in sorted(merged.values(), key=_run_order):
+    for run in sorted(merged, key=_run_order):
         runs[run.target].append(run)
     return runs, dates
+
+
+def _cells(rows: list[tuple[str, str, str, str, str]]) -> list[Cell]:
+    """The matrix from (target, case id, group, level, outcome) rows of the latest runs."""
+    counted: dict[tuple[str, str, str], Counter[str]] = defaultdict(Counter)
+    for target, _, group, level, outcome in rows:
+        counted[target, group, level][outcome] += 1
+    return [
+        Cell(target, group, level, Counts(n["pass"], n["fail"], n["error"], n["skip"]))
+        for (target, group, level), n in sorted(counted.items())
+    ]
 
 
 def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Dates) -> DataFrame:
@@ -123,12 +130,14 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
     runs, dates = _runs(summaries.runs)
     latest = [target_runs[-1] for target_runs in runs.values()]
     previous = [target_runs[-2] for target_runs in runs.values() if len(target_runs) > 1]
-    latest_rows = _rows_of(spark, history, latest, dates).persist()  # read four times
+    latest_rows = _rows_of(spark, history, latest, dates).persist()  # read three times
 
-    cells = [
-        Cell(r.target, r.group, r.level, _as_counts(r))
-        for r in _counts(latest_rows, "target", "group", "level").collect()
+    # A row per case of each target's latest run: the matrix, requirement coverage and strips.
+    outcomes = [
+        tuple(r)
+        for r in latest_rows.select("target", "case_id", "group", "level", "outcome").collect()
     ]
+    cells = _cells(outcomes)
 
     failing = latest_rows.where(F.col("outcome").isin(*FAILING))
     failures: dict[str, list[Failure]] = defaultdict(list)
@@ -142,24 +151,25 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
     changes: dict[str, list[Change]] = defaultdict(list)
     change_totals: dict[str, tuple[int, int]] = {}
     if previous:
+        from pyspark.sql import Window
+
         before = _rows_of(spark, history, previous, dates).select(
             "target", "case_id", F.col("outcome").alias("before")
         )
+        per_target = Window.partitionBy("target")
+        regression = F.col("outcome").isin(*FAILING)
         changed = (
             latest_rows.join(before, ["target", "case_id"])
             .where(F.col("outcome").isin(*FAILING) != F.col("before").isin(*FAILING))
             .where((F.col("outcome") != "skip") & (F.col("before") != "skip"))
-            .withColumn("regression", F.col("outcome").isin(*FAILING))
-        )
-        for r in (
-            changed.groupBy("target")
-            .agg(
-                F.count(F.when(F.col("regression"), 1)).alias("regressions"),
-                F.count(F.when(~F.col("regression"), 1)).alias("fixes"),
+            .withColumns(
+                {
+                    "regression": regression,
+                    "regressions": F.count(F.when(regression, 1)).over(per_target),
+                    "fixes": F.count(F.when(~regression, 1)).over(per_target),
+                }
             )
-            .collect()
-        ):
-            change_totals[r.target] = (r.regressions, r.fixes)
+        )
         for r in (
             _ranked(
                 changed, [F.col("regression").desc(), _level_rank(), "case_id"], SHOWN_PER_TARGET
@@ -167,17 +177,12 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
             .orderBy("target", "_n")
             .collect()
         ):
+            change_totals[r.target] = (r.regressions, r.fixes)
             changes[r.target].append(
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
-
-    # Each target's latest outcomes, for requirement coverage: a row per case of the latest runs.
-    latest_outcomes = [
-        (r.target, r.case_id, r.outcome)
-        for r in latest_rows.select("target", "case_id", "outcome").toLocalIterator()
-    ]
-    version_strips = strips.build(latest_rows, latest, version_order)
     latest_rows.unpersist()
+    version_strips = strips.strips(outcomes, latest, version_order)
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
         spark, _rows_of(spark, history, recent, dates), failures, changes
@@ -212,7 +217,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         )
     flaky, flaky_total = _flaky(summaries.cases)
     return Report(
-        generated=_iso(datetime.now(UTC).replace(tzinfo=None)),
+        generated=_iso(time.time_ns() // 1000),
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
@@ -221,7 +226,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
-        coverage=coverage.bundled_coverage(latest_outcomes),
+        coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
         strips=version_strips,
     )
 
@@ -255,10 +260,17 @@ def _case_history(
         .withColumn("_n", F.row_number().over(window))
         .where(F.col("_n") <= HISTORY_POINTS)
         .orderBy("target", "case_id", "_n")
-        .select("target", "case_id", "run_id", "ts", "target_version", "outcome")
+        .select(
+            "target",
+            "case_id",
+            "run_id",
+            F.unix_micros("ts").alias("at"),
+            "target_version",
+            "outcome",
+        )
         .collect()
     ):
-        points[r.target][r.case_id].append(Point(r.run_id, _iso(r.ts), r.target_version, r.outcome))
+        points[r.target][r.case_id].append(Point(r.run_id, _iso(r.at), r.target_version, r.outcome))
     return points
 
 
@@ -282,59 +294,69 @@ def _version_series(
             newest[key].run_id,
         ):
             newest[key] = run
-    series: dict[str, list[str]] = defaultdict(list)
+    series_of: dict[str, list[str]] = defaultdict(list)
     for impl, version in newest:
-        series[impl].append(version)
-    for versions in series.values():
+        series_of[impl].append(version)
+    for versions in series_of.values():
         versions.sort(key=lambda v: (version_order(v), v))
     chosen = [
-        (run.target, run.run_id, impl, series[impl].index(version))
+        (run.target, run.run_id, impl, series_of[impl].index(version))
         for (impl, version), run in newest.items()
-        if len(series[impl]) > 1
+        if len(series_of[impl]) > 1
     ]
     if not chosen:
         return {"first_failures": [], "version_changes": []}
     ranks = spark.createDataFrame(chosen, "target string, run_id string, impl string, rank int")
-    rows = (
-        newest_rows.join(F.broadcast(ranks), ["target", "run_id"])
-        .withColumn("failing", F.col("outcome").isin(*FAILING))
-        .select("impl", "case_id", "rank", "outcome", "failing", "group", "level")
-        .persist()  # one run per version: small, and read by both aggregations
+    # Per (implementation, case), its outcome at each version that ran it, oldest first: one
+    # aggregation finds the first failing version, the last passing one before it and every
+    # change between consecutive versions.
+    series = F.col("s")
+    first = F.get(F.filter(series, lambda x: x["outcome"].isin(*FAILING)), 0)["rank"]
+    passed_before = F.filter(series, lambda x: (x["outcome"] == "pass") & (x["rank"] < first))
+    steps = F.transform(
+        F.slice(series, 2, F.size(series)),
+        lambda after, i: F.struct(F.get(series, i).alias("before"), after.alias("after")),
     )
-    first = (
-        rows.groupBy("impl", "case_id")
+    found = (
+        newest_rows.join(F.broadcast(ranks), ["target", "run_id"])
+        .groupBy("impl", "case_id")
         .agg(
-            F.min(F.when(F.col("failing"), F.col("rank"))).alias("first_rank"),
-            F.max("rank").alias("newest_rank"),
-            F.max_by("outcome", "rank").alias("newest_outcome"),
+            F.sort_array(F.collect_list(F.struct("rank", "outcome"))).alias("s"),
             F.max("group").alias("group"),
             F.max("level").alias("level"),
-            F.count(F.lit(1)).alias("versions"),  # one chosen run per version, one row per case
         )
-        .where(F.col("first_rank").isNotNull())
+        .select(
+            "impl",
+            "case_id",
+            "group",
+            "level",
+            first.alias("first_rank"),
+            F.array_max(F.transform(passed_before, lambda x: x["rank"])).alias("last_rank"),
+            F.element_at(series, -1).alias("newest"),
+            F.size(series).alias("versions"),
+            F.filter(steps, lambda x: x["before"]["outcome"] != x["after"]["outcome"]).alias(
+                "changes"
+            ),
+        )
+        .where(F.col("first_rank").isNotNull() | (F.size("changes") > 0))
+        .collect()
     )
-    last_passing = (
-        rows.join(first.select("impl", "case_id", "first_rank"), ["impl", "case_id"])
-        .where((F.col("outcome") == "pass") & (F.col("rank") < F.col("first_rank")))
-        .groupBy("impl", "case_id")
-        .agg(F.max("rank").alias("last_rank"))
+    steps_found = sorted(
+        ((r, c) for r in found for c in r.changes),
+        key=lambda rc: (rc[0].impl, rc[1].after["rank"], rc[0].case_id),
     )
-    found = first.join(last_passing, ["impl", "case_id"], "left").orderBy("impl", "case_id")
-    collected = found.collect()
-    changed = _changes(rows).collect()
-    rows.unpersist()
     changes = [
         VersionChange(
             implementation=r.impl,
             case_id=r.case_id,
             group=r.group,
             level=r.level,
-            before_version=series[r.impl][r.before_rank],
-            before_outcome=r.before_outcome,
-            after_version=series[r.impl][r.rank],
-            after_outcome=r.outcome,
+            before_version=series_of[r.impl][c.before["rank"]],
+            before_outcome=c.before["outcome"],
+            after_version=series_of[r.impl][c.after["rank"]],
+            after_outcome=c.after["outcome"],
         )
-        for r in changed
+        for r, c in steps_found
     ]
     firsts = [
         FirstFailure(
@@ -342,34 +364,22 @@ def _version_series(
             case_id=r.case_id,
             group=r.group,
             level=r.level,
-            first_failing=series[r.impl][r.first_rank],
-            last_passing=None if r.last_rank is None else series[r.impl][r.last_rank],
-            newest_version=series[r.impl][r.newest_rank],
-            newest_outcome=r.newest_outcome,
+            first_failing=series_of[r.impl][r.first_rank],
+            last_passing=None if r.last_rank is None else series_of[r.impl][r.last_rank],
+            newest_version=series_of[r.impl][r.newest["rank"]],
+            newest_outcome=r.newest["outcome"],
             versions=r.versions,
         )
-        for r in collected
+        for r in sorted(found, key=lambda r: (r.impl, r.case_id))
+        if r.first_rank is not None
     ]
     return {"first_failures": firsts, "version_changes": changes}
-
-
-def _changes(rows: DataFrame) -> DataFrame:
-    """The rows whose outcome differs from the same case's in the version ranked before."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    before = Window.partitionBy("impl", "case_id").orderBy("rank")
-    return (
-        rows.withColumn("before_outcome", F.lag("outcome").over(before))
-        .withColumn("before_rank", F.lag("rank").over(before))
-        .where(F.col("before_outcome").isNotNull() & (F.col("before_outcome") != F.col("outcome")))
-        .orderBy("impl", "rank", "case_id")
-    )
 
 
 def _flaky(cases: DataFrame) -> tuple[list[Flaky], int]:
     """Cases with different outcomes in runs of one target at one version, from the cases
     summary (outcome counts per target, version, case and level)."""
+    from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     summed = [F.sum(c).alias(c) for c in (*OUTCOMES, "runs")]  # a run has one row per case
@@ -379,10 +389,14 @@ def _flaky(cases: DataFrame) -> tuple[list[Flaky], int]:
         .agg(*summed)
         .where(kinds > 1)
     )
-    flaky = flaky.persist()  # small; counted and listed from one read of the summary
-    total = flaky.count()
-    shown = flaky.orderBy("target", "case_id").limit(SHOWN_FLAKY).collect()
-    flaky.unpersist()
+    counted = Observation("flaky")
+    shown = (
+        flaky.observe(counted, F.count(F.lit(1)).alias("total"))
+        .orderBy("target", "case_id")
+        .limit(SHOWN_FLAKY)
+        .collect()
+    )
+    total = counted.get["total"]
     return [
         Flaky(
             r.target,

@@ -10,27 +10,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from nats_conformance.harness.implementations import implementation
 from nats_conformance.reports.model import Run, Strip, StripCase, level_rank
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
 QUIET = frozenset({"pass", "skip"})  # outcomes a case may keep at every version and be counted
 Row = tuple[str, str, str, str, str]  # target, case id, group, level, outcome
 T = TypeVar("T")
-
-
-def build(rows: DataFrame, latest: list[Run], order: Callable[[str], Any]) -> list[Strip]:
-    """The strips of every implementation, from the rows of each target's ``latest`` run."""
-    picked = rows.select("target", "case_id", "group", "level", "outcome")
-    return strips(
-        ((r.target, r.case_id, r.group, r.level, r.outcome) for r in picked.toLocalIterator()),
-        latest,
-        order,
-    )
 
 
 def newest_by_version(items: Iterable[T], run_of: Callable[[T], Run]) -> dict[str, T]:

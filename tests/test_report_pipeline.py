@@ -4,11 +4,12 @@ matrix, changes, first failing versions, flaky cases and the files it writes."""
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
@@ -18,7 +19,7 @@ from report_samples import RUN_A, result_row, write_results
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS
 from nats_conformance.reports import analysis, outputs, pipeline, validate
-from nats_conformance.reports.model import Report
+from nats_conformance.reports.model import Report, Run
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -189,6 +190,60 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
     checked = validate.problems(tmp_path / "report")
     assert set(checked) == {"implementations.json", "coverage.json", "impl/nats-server.json"}
     assert not any(checked.values()), checked
+
+
+# Per case, its outcome at each of a few versions, or None where that version did not run it.
+SERIES = st.lists(
+    st.lists(st.sampled_from([None, "pass", "fail", "error", "skip"]), min_size=4, max_size=4),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(SERIES, st.integers(2, 4))
+@example([["pass", "pass", "error", "pass"], ["skip", "fail", None, "fail"]], 4)
+def test_version_series_match_a_plain_reading_of_each_case(
+    spark: Any, grid: list[list[str | None]], width: int
+) -> None:
+    versions = [f"1.{n}.0" for n in range(width)]
+    runs = {
+        f"client:lib=={v}": [Run(f"client:lib=={v}", f"run-{n}", f"2026-11-0{n + 1}T00:00:00Z",
+                                 v, "client", 1)]
+        for n, v in enumerate(versions)
+    }  # fmt: skip
+    rows = [
+        (f"client:lib=={v}", v, f"run-{n}", f"c{c}", "g", "must", outcome, "d")
+        for c, outcomes in enumerate(grid)
+        for n, (v, outcome) in enumerate(zip(versions, outcomes, strict=False))
+        if outcome is not None
+    ]
+    schema = "target string, target_version string, run_id string, case_id string, "
+    schema += "`group` string, level string, outcome string, target_dir string"
+    found = analysis._version_series(
+        spark, spark.createDataFrame(rows, schema), runs, {t: "lib" for t in runs}
+    )
+    firsts, changes = [], []
+    for c, outcomes in enumerate(grid):
+        ran = [(v, o) for v, o in zip(versions, outcomes, strict=False) if o is not None]
+        failing = [n for n, (_, o) in enumerate(ran) if o in ("fail", "error")]
+        changes += [
+            (f"c{c}", before, after) for before, after in pairwise(ran) if before[1] != after[1]
+        ]
+        if failing:
+            passed = [v for v, o in ran[: failing[0]] if o == "pass"]
+            firsts.append(
+                (f"c{c}", ran[failing[0]][0], passed[-1] if passed else None, *ran[-1], len(ran))
+            )
+    assert [
+        (f.case_id, f.first_failing, f.last_passing, f.newest_version, f.newest_outcome,
+         f.versions)
+        for f in found["first_failures"]
+    ] == firsts  # fmt: skip
+    assert sorted(
+        (v.case_id, (v.before_version, v.before_outcome), (v.after_version, v.after_outcome))
+        for v in found["version_changes"]
+    ) == sorted(changes)
 
 
 def test_a_client_release_series_is_one_implementation(spark: Any, tmp_path: Path) -> None:
