@@ -123,41 +123,53 @@ def _shape_problem(value: Column) -> Column:
     )
 
 
-def _value_problems(r: Column) -> Column:
-    """What is wrong with the values of a row whose fields all parsed, or null."""
+def _value_checks(r: Column) -> list[tuple[Column, Column]]:
+    """(condition, what is wrong when it holds) for the values of a row whose fields all parsed."""
     from pyspark.sql import functions as F
 
     def quoted(k: str) -> Column:
         return F.concat(F.lit(f"field {k}: '"), F.substring(r[k], 1, 60), F.lit("'"))
 
-    problems = [
-        F.when(
+    def too_long(k: str) -> Column:
+        # A text has at most as many characters as bytes: count them only past the limit.
+        return (F.octet_length(r[k]) > _limit(k)) & (F.length(r[k]) > _limit(k))
+
+    duration = r["duration_ms"]
+    not_finite = F.isnan(duration) | (F.abs(duration) == float("inf"))
+    return [
+        (
             ~r["outcome"].isin(*OUTCOMES),
             F.concat(quoted("outcome"), F.lit(f" is not one of {', '.join(OUTCOMES)}")),
         ),
-        F.when(
+        (
             ~r["level"].isin(*LEVELS),
             F.concat(quoted("level"), F.lit(f" is not one of {', '.join(LEVELS)}")),
         ),
-        F.when(
-            F.col("ts").isNull(),
-            F.concat(quoted("time"), F.lit(" is not an ISO 8601 time")),
-        ),
-        F.when(
-            F.isnan(r["duration_ms"]) | (F.abs(r["duration_ms"]) == float("inf")),
-            F.lit("field duration_ms: not a finite number"),
-        ).when(r["duration_ms"] < 0, F.lit("field duration_ms: negative")),
-        *[F.when(r[k] == "", F.lit(f"field {k}: empty")) for k in NON_EMPTY_KEYS],
+        (F.col("ts").isNull(), F.concat(quoted("time"), F.lit(" is not an ISO 8601 time"))),
+        (not_finite, F.lit("field duration_ms: not a finite number")),
+        (~not_finite & (duration < 0), F.lit("field duration_ms: negative")),
+        *[(r[k] == "", F.lit(f"field {k}: empty")) for k in NON_EMPTY_KEYS],
         *[
-            F.when(
-                F.length(r[k]) > _limit(k), F.lit(f"field {k}: longer than {_limit(k)} characters")
-            )
+            (too_long(k), F.lit(f"field {k}: longer than {_limit(k)} characters"))
             for k in ROW_KEYS
             if k not in NUMBER_KEYS
         ],
     ]
-    joined = F.concat_ws("; ", *problems)
+
+
+def _value_problems(r: Column) -> Column:
+    """What is wrong with the values of a row whose fields all parsed, or null."""
+    from pyspark.sql import functions as F
+
+    joined = F.concat_ws("; ", *[F.when(c, problem) for c, problem in _value_checks(r)])
     return F.when(joined != "", joined)
+
+
+def _value_bad(r: Column) -> Column:
+    """Whether a row whose fields all parsed has a bad value (``_value_problems`` says which)."""
+    from functools import reduce
+
+    return reduce(lambda a, b: a | b, (condition for condition, _ in _value_checks(r)))
 
 
 def _limit(key: str) -> int:
@@ -181,13 +193,21 @@ def _checked(spark: SparkSession, files: list[str]) -> DataFrame:
         )
     )
     r = F.col("r")
-    incomplete = r.isNull() | F.greatest(*[r[k].isNull() for k in ROW_KEYS])
-    keys = F.json_object_keys(value)
+    # Each in a column of its own: written twice in one expression, Spark would compute it twice.
+    lines = lines.withColumns(
+        {
+            "incomplete": r.isNull() | F.greatest(*[r[k].isNull() for k in ROW_KEYS]),
+            "keys": F.json_object_keys(value),
+        }
+    )
+    keys = F.col("keys")
     return lines.select(
-        "*",
+        "value",
+        "file",
+        "r",
         F.try_to_timestamp(r["time"]).alias("ts"),
-        incomplete.alias("incomplete"),
-        (~incomplete & (F.size(F.array_distinct(keys)) < F.size(keys))).alias("twice"),
+        "incomplete",
+        (~F.col("incomplete") & (F.size(F.array_distinct(keys)) < F.size(keys))).alias("twice"),
     )
 
 
@@ -197,7 +217,7 @@ def read_rows(spark: SparkSession, files: list[Path]) -> DataFrame:
     from pyspark.sql import functions as F
 
     checked = _checked(spark, [str(f) for f in files])
-    bad = F.col("incomplete") | F.col("twice") | _value_problems(F.col("r")).isNotNull()
+    bad = F.col("incomplete") | F.col("twice") | _value_bad(F.col("r"))
     return checked.select(*[F.col("r")[k].alias(k) for k in ROW_KEYS], "ts", bad.alias("bad"))
 
 
