@@ -5,7 +5,8 @@ those keys non-null and no key twice, ``duration_ms`` a finite number >= 0 and t
 longer than its limit), ``outcome`` and ``level`` from their enumerations, ``time`` an ISO 8601
 instant and the identifying fields non-empty.
 Other keys are ignored, so a newer harness can add fields; a JSON number or boolean where text is
-expected is read as its text (as Spark's JSON reader does). Each line is parsed once (and its keys
+expected is read as its text (as Spark's JSON reader does), and single-quoted text (which that
+reader would take too) is refused. Each line is parsed once (and its keys
 listed once, for duplicates); a bad line is kept with its problem and located by file and line
 afterwards, by a digest of its bytes, so no line's text is ever held whole outside Spark.
 """
@@ -42,6 +43,7 @@ _NUMBER = r"(BIGINT|DOUBLE|DECIMAL\(\d+,\d+\))"
 MESSAGE_MAX = MESSAGE_LIMIT + 100
 TEXT_MAX = 8192  # characters of any other text field
 LINE_MAX = 1 << 20  # bytes of a line: a longer one is refused without being parsed
+STRICT = {"allowSingleQuotes": "false"}  # Spark's parser takes single-quoted text by default
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,12 @@ def _shape_problem(value: Column) -> Column:
     return (
         F.when(F.octet_length(value) > LINE_MAX, F.lit(f"line longer than {LINE_MAX} bytes"))
         .when(keys.isNull(), F.lit("not a JSON object"))
-        .when(v.isNull(), F.lit("invalid JSON object (a key appears twice)"))
+        .when(
+            F.size(F.array_distinct(keys)) < F.size(keys),
+            F.lit("invalid JSON object (a key appears twice)"),
+        )
+        # Spark's key lister takes single quotes; the strict parse does not.
+        .when(v.isNull(), F.lit("invalid JSON (an extension such as single quotes)"))
         .when(
             F.size(missing) > 0, F.concat(F.lit("missing field(s): "), F.array_join(missing, ", "))
         )
@@ -189,7 +196,8 @@ def _checked(spark: SparkSession, files: list[str]) -> DataFrame:
         .select("value", F.col("_metadata.file_path").alias("file"))
         .where(F.trim("value") != "")
         .withColumn(
-            "r", F.when(F.octet_length(value) <= LINE_MAX, F.from_json(value, _row_schema()))
+            "r",
+            F.when(F.octet_length(value) <= LINE_MAX, F.from_json(value, _row_schema(), STRICT)),
         )
     )
     r = F.col("r")

@@ -49,6 +49,7 @@ def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path
         json.dumps(result_row(target="")),
         "[1, 2]",
         '{"run_id": "x", "run_id": "y"}',
+        json.dumps(result_row()).replace('"', "'"),  # Spark's parser would take single quotes
         json.dumps(result_row())[:40],  # a torn last line of a killed run
     ]
     good = [result_row(case_id=f"protocol.pub.{i}") for i in range(3)]
@@ -71,7 +72,8 @@ def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path
         11: "field target: empty",
         12: "not a JSON object",
         13: "invalid JSON object (a key appears twice)",
-        15: "not a JSON object",
+        14: "invalid JSON (an extension such as single quotes)",
+        16: "not a JSON object",
     }
     assert report.rows_total == 3 and report.invalid_total == len(bad)
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
