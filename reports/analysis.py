@@ -160,7 +160,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         regression = F.col("outcome").isin(*FAILING)
         changed = (
             latest_rows.join(before, ["target", "case_id"])
-            .where(F.col("outcome").isin(*FAILING) != F.col("before").isin(*FAILING))
+            .where(regression != F.col("before").isin(*FAILING))
             .where((F.col("outcome") != "skip") & (F.col("before") != "skip"))
             .withColumns(
                 {
