@@ -191,7 +191,6 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
     by_target_cells: dict[str, list[Cell]] = defaultdict(list)
     for cell in cells:
         by_target_cells[cell.target].append(cell)
-    implementations = {target: implementation(target) for target in runs}
     targets = []
     for run in sorted(latest, key=lambda r: r.target):
         target_cells = by_target_cells[run.target]
@@ -203,7 +202,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
             TargetReport(
                 run=run,
                 previous=target_runs[-2] if len(target_runs) > 1 else None,
-                implementation=implementations[run.target],
+                implementation=implementation(run.target),
                 runs=len(target_runs),
                 totals=totals,
                 must=must,
@@ -221,7 +220,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
-        **_version_series(spark, summaries.newest, runs, implementations),
+        **_version_series(spark, summaries.newest, runs),
         flaky=flaky,
         flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
@@ -275,34 +274,22 @@ def _case_history(
 
 
 def _version_series(
-    spark: SparkSession,
-    newest_rows: DataFrame,
-    runs: dict[str, list[Run]],
-    impl_of: dict[str, str],
+    spark: SparkSession, newest_rows: DataFrame, runs: dict[str, list[Run]]
 ) -> dict[str, list[Any]]:
     """For each implementation with several versions, judging each version by its latest run
-    (``newest_rows``: the rows of each target's newest run per version):
+    (the strips' rule; ``newest_rows``: the rows of each target's newest run per version):
     where each case first fails (``first_failures``), and every case whose outcome differs from
     the version before (``version_changes``)."""
     from pyspark.sql import functions as F
 
-    newest: dict[tuple[str, str], Run] = {}
-    for run in (run for target_runs in runs.values() for run in target_runs):
-        key = (impl_of[run.target], run.version)
-        if key not in newest or (run.started, run.run_id) > (
-            newest[key].started,
-            newest[key].run_id,
-        ):
-            newest[key] = run
-    series_of: dict[str, list[str]] = defaultdict(list)
-    for impl, version in newest:
-        series_of[impl].append(version)
-    for versions in series_of.values():
-        versions.sort(key=lambda v: (version_order(v), v))
+    every_run = [run for target_runs in runs.values() for run in target_runs]
+    judging = strips.columns(every_run, version_order)  # impl -> version, in order -> its run
+    series_of = {impl: list(versions) for impl, versions in judging.items()}
     chosen = [
-        (run.target, run.run_id, impl, series_of[impl].index(version))
-        for (impl, version), run in newest.items()
-        if len(series_of[impl]) > 1
+        (run.target, run.run_id, impl, rank)
+        for impl, versions in judging.items()
+        if len(versions) > 1
+        for rank, run in enumerate(versions.values())
     ]
     if not chosen:
         return {"first_failures": [], "version_changes": []}

@@ -43,6 +43,7 @@ _NUMBER = r"(BIGINT|DOUBLE|DECIMAL\(\d+,\d+\))"
 MESSAGE_MAX = MESSAGE_LIMIT + 100
 TEXT_MAX = 8192  # characters of any other text field
 LINE_MAX = 1 << 20  # bytes of a line: a longer one is refused without being parsed
+TWICE = "invalid JSON object (a key appears twice)"
 STRICT = {"allowSingleQuotes": "false"}  # Spark's parser takes single-quoted text by default
 
 
@@ -94,6 +95,13 @@ def _row_schema() -> StructType:
     )
 
 
+def _repeats(keys: Column) -> Column:
+    """Whether a line's ``keys`` (``json_object_keys``) name some key twice."""
+    from pyspark.sql import functions as F
+
+    return F.size(F.array_distinct(keys)) < F.size(keys)
+
+
 def _shape_problem(value: Column) -> Column:
     """Why a line whose fields did not all parse is not a row (run only for such lines)."""
     from pyspark.sql import functions as F
@@ -118,8 +126,8 @@ def _shape_problem(value: Column) -> Column:
         F.when(F.octet_length(value) > LINE_MAX, F.lit(f"line longer than {LINE_MAX} bytes"))
         .when(keys.isNull(), F.lit("not a JSON object"))
         .when(
-            F.size(F.array_distinct(keys)) < F.size(keys),
-            F.lit("invalid JSON object (a key appears twice)"),
+            _repeats(keys),
+            F.lit(TWICE),
         )
         # Spark's key lister takes single quotes; the strict parse does not.
         .when(v.isNull(), F.lit("invalid JSON (an extension such as single quotes)"))
@@ -215,7 +223,7 @@ def _checked(spark: SparkSession, files: list[str]) -> DataFrame:
         "r",
         F.try_to_timestamp(r["time"]).alias("ts"),
         "incomplete",
-        (~F.col("incomplete") & (F.size(F.array_distinct(keys)) < F.size(keys))).alias("twice"),
+        (~F.col("incomplete") & _repeats(keys)).alias("twice"),
     )
 
 
@@ -236,7 +244,7 @@ def explain(spark: SparkSession, files: list[str]) -> list[tuple[str, str, str]]
 
     problem = (
         F.when(F.col("incomplete"), _shape_problem(F.col("value")))
-        .when(F.col("twice"), F.lit("invalid JSON object (a key appears twice)"))
+        .when(F.col("twice"), F.lit(TWICE))
         .otherwise(_value_problems(F.col("r")))
     )
     bad = _checked(spark, files).withColumn("problem", problem).where(F.col("problem").isNotNull())

@@ -222,9 +222,7 @@ def test_version_series_match_a_plain_reading_of_each_case(
     ]
     schema = "target string, target_version string, run_id string, case_id string, "
     schema += "`group` string, level string, outcome string, target_dir string"
-    found = analysis._version_series(
-        spark, spark.createDataFrame(rows, schema), runs, {t: "lib" for t in runs}
-    )
+    found = analysis._version_series(spark, spark.createDataFrame(rows, schema), runs)
     firsts, changes = [], []
     for c, outcomes in enumerate(grid):
         ran = [(v, o) for v, o in zip(versions, outcomes, strict=False) if o is not None]
