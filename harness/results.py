@@ -3,7 +3,11 @@
 Each row is one ``write`` on a file opened with O_APPEND, so rows from parallel workers never
 interleave and every row already written survives a killed run. A row that did not pass may have
 details (the requirement it rests on, the transcript) in a side file next to the results, keyed
-by (run_id, target, case_id): rows stay small and their 13 keys fixed.
+by (run_id, target, case_id): rows stay small and their keys fixed.
+
+Every row says what the implementation did (``observed``, canonical: see
+``conformance.verdicts.observation``) and whether a failure is about conformance or robustness
+(``category``). Rows written before those two keys existed still read, with the defaults.
 """
 
 from __future__ import annotations
@@ -21,13 +25,22 @@ from pathlib import Path
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.vectors import Source
+from nats_conformance.conformance.verdicts import (
+    CATEGORIES,
+    CONFORMANCE,
+    LEVELS,
+    OUTCOMES,
+    settle,
+)
 
 ROW_KEYS = (
     "run_id", "time", "suite_version", "vectors_version", "target", "target_kind",
     "target_version", "case_id", "group", "level", "outcome", "duration_ms", "message",
+    "category", "observed",
 )  # fmt: skip
-OUTCOMES = ("pass", "fail", "error", "skip")
-LEVELS = ("must", "should", "may", "info")
+# Keys a row written by an older suite lacks, and the value such a row means.
+LATER_KEYS = {"category": CONFORMANCE, "observed": ""}
+__all__ = ["CATEGORIES", "LEVELS", "OUTCOMES"]  # re-exported: the row's vocabularies
 INTEROP_KIND = "interop"  # the target_kind of a client pair's rows
 RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
 DETAILS_SUFFIX = ".details.ndjson"
@@ -63,6 +76,8 @@ class ResultRow:
     outcome: str
     duration_ms: float
     message: str
+    category: str = CONFORMANCE
+    observed: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
@@ -166,6 +181,8 @@ class Found:
     message: str
     duration_ms: float
     transcript: str = ""
+    observed: str = ""  # what the implementation did, canonical (conformance.verdicts)
+    category: str = CONFORMANCE  # robustness: a crash or a hang, failing at every level
 
 
 @dataclass(frozen=True)
@@ -192,12 +209,15 @@ class RunContext:
         outcome: str,
         duration_ms: float,
         message: str,
+        category: str = CONFORMANCE,
+        observed: str = "",
     ) -> ResultRow:
-        """A result row of this run, stamped now."""
+        """A result row of this run, stamped now, its outcome settled by the level rules
+        (``conformance.verdicts.settle``: an ``info`` case never fails)."""
         return ResultRow(
             self.run_id, now(), self.suite_version, self.vectors_version, target, target_kind,
-            target_version, case_id, group, level, outcome, round(duration_ms, 3),
-            bounded(message),
+            target_version, case_id, group, level, settle(level, outcome, category),
+            round(duration_ms, 3), bounded(message), category, bounded(observed),
         )  # fmt: skip
 
     def record(
@@ -217,7 +237,7 @@ class RunContext:
         row = self.row(
             target=name, target_kind=kind, target_version=version, case_id=case_id, group=group,
             level=level, outcome=found.outcome, duration_ms=found.duration_ms,
-            message=found.message,
+            message=found.message, category=found.category, observed=found.observed,
         )  # fmt: skip
         writer.write(row, source=source, description=description, transcript=found.transcript)
         return row
@@ -231,5 +251,7 @@ def read_rows(path: Path) -> Iterator[ResultRow]:
                 data = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if isinstance(data, dict) and set(data) == set(ROW_KEYS):
-                yield ResultRow(**data)
+            if isinstance(data, dict) and set(ROW_KEYS) - set(LATER_KEYS) <= set(data) <= set(
+                ROW_KEYS
+            ):
+                yield ResultRow(**(LATER_KEYS | data))
