@@ -19,6 +19,7 @@ from nats_conformance.harness.gate import (
     Baseline,
     BaselineError,
     Verdict,
+    cited_statement,
     gate_fails,
 )
 from nats_conformance.harness.results import (
@@ -212,7 +213,7 @@ def _run(args: argparse.Namespace) -> int:
     print(summary(rows))
     _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx)
     if args.baseline_update:
-        baseline.updated(read_rows(results_path)).save(args.baseline)
+        baseline.updated(read_rows(results_path), cited_statement(loaded.cases)).save(args.baseline)
         print(f"baseline written: {args.baseline}")
         return _invalid_vectors(loaded.problems)
     print(f"results: {results_path}")

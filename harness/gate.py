@@ -6,14 +6,25 @@ unless the baseline lists it for that implementation and version. A listed case 
 fails the gate too, so the baseline cannot go stale; `update` rewrites it from a run.
 
 The baseline is keyed by what runs, not by where it runs: {implementation: {version: {case_id:
-message}}}, the implementation named by ``harness.implementations`` (the rule the report uses)
+entry}}}, the implementation named by ``harness.implementations`` (the rule the report uses)
 and the version being the one the target reports (each row's ``target_version``). So the same
-binary at another path, or the same server at another port, meets the same entries. The version
-``*`` stands for every version of the implementation without an entry of its own.
+binary at another path, or the same server at another port, meets the same entries.
 
-An entry is the message, or an object ``{"message": ..., "upstream": "https://..."}`` whose
-``upstream`` is the URL of the implementation's own bug report: the report shows it beside the
-failure, and ``updated`` keeps it while the case still fails.
+Format 3 (written by ``--baseline-update``): an entry says why the failure is accepted, in a
+class, so that a baseline cannot hide the suite's own mistakes:
+
+- ``{"class": "deviation", "reason": R, "statement": ID}``: the implementation deviates from
+  the statement ``ID`` of vectors/requirements.json that the case cites;
+- ``{"class": "upstream-bug", "reason": R, "upstream": URL}``: a bug the implementation's own
+  tracker knows (the report shows the URL beside the failure);
+- ``{"class": "flaky", "reason": R}``: a case the implementation fails only sometimes; passing
+  it is reported as flaky, never as a stale baseline.
+
+``reason`` is a stable code (``REASONS``: the outcome, or ``robustness`` for a crash or hang),
+not a message: messages carry times and names that change between runs. Every entry names a
+version: format 3 has no ``*`` (an entry for versions not yet seen would accept failures nobody
+has looked at). Format-2 files (messages, ``*`` versions, ``{"message", "upstream"}``) and
+format-1 files (keyed by target spec) still load, their entries classed as their marks say.
 """
 
 from __future__ import annotations
@@ -25,24 +36,32 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from nats_conformance.conformance.vectors import Case
+from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.implementations import implementation, spec_version
 from nats_conformance.harness.results import ResultRow
 
-BASELINE_FORMAT = "nats-conformance-baseline/2"
+BASELINE_FORMAT = "nats-conformance-baseline/3"
+FORMAT_2 = "nats-conformance-baseline/2"  # messages and ``*`` versions; classed when loaded
 FORMAT_1 = "nats-conformance-baseline/1"  # keyed by target spec; converted when loaded
-ANY_VERSION = "*"
-# A baseline entry whose message starts with this lists a case the implementation fails only
-# sometimes (the row then says so): a pass is reported as flaky, never as a stale baseline.
+ANY_VERSION = "*"  # formats 1 and 2 only
+# A format-2 entry whose message starts with this lists a case the implementation fails only
+# sometimes: it loads as class flaky.
 FLAKY_MARK = "flaky: "
+CLASSES = ("deviation", "upstream-bug", "flaky")
+REASONS = ("fail", "error", "robustness")
 GATING_LEVEL = "must"
 FAILING = frozenset({"fail", "error"})
 SHIPPED_BASELINE = Path(__file__).resolve().parent / "baseline.json"
 
-# A baseline entry as the file holds it: the message, or {"message": ..., "upstream": URL}.
-Entry = str | dict[str, str]
+# A baseline entry: {"class", "reason", and "statement" or "upstream" as the class needs}.
+Entry = dict[str, str]
 Entries = dict[str, dict[str, dict[str, Entry]]]  # implementation -> version -> case id -> entry
-ENTRY_KEYS = frozenset({"message", "upstream"})
+ENTRY_KEYS = frozenset({"class", "reason", "statement", "upstream"})
+FORMAT_2_KEYS = frozenset({"message", "upstream"})
 UPSTREAM_SCHEMES = ("https://", "http://")
+# Bounds on a baseline file, checked before it is parsed: it is input from anyone.
+MAX_BASELINE_BYTES = 64 * 1024 * 1024
 
 
 class Verdict(StrEnum):
@@ -76,36 +95,37 @@ class Baseline:
             raise BaselineError(
                 f"{path}: no such baseline (create it with --baseline-update --baseline {path})"
             )
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise BaselineError(f"{path}: cannot read baseline: {exc}") from exc
+        data = _read(path)
         found = data.get("format") if isinstance(data, dict) else None
         expected = data.get("expected_failures") if isinstance(data, dict) else None
-        if found == FORMAT_1 and _is_table(expected, depth=2):
-            return cls(_from_format_1(path, expected))
-        if found != BASELINE_FORMAT or not _is_table(expected, depth=3):
+        if found == FORMAT_1 and _is_table(expected, depth=2, leaf=_is_format_2_entry):
+            return cls(_classed(_from_format_1(path, expected)))
+        if found == FORMAT_2 and _is_table(expected, depth=3, leaf=_is_format_2_entry):
+            return cls(_classed(expected))
+        if found != BASELINE_FORMAT or not _is_table(expected, depth=3, leaf=_is_entry):
             raise BaselineError(
                 f"{path}: not a baseline (format {BASELINE_FORMAT!r} with "
-                '"expected_failures": {implementation: {version: {case_id: message}}}; '
-                'a message may be {"message": ..., "upstream": "https://..."})'
+                '"expected_failures": {implementation: {version: {case_id: entry}}}, an entry '
+                '{"class": "deviation", "reason": ..., "statement": ...}, {"class": '
+                '"upstream-bug", "reason": ..., "upstream": "https://..."} or {"class": "flaky", '
+                f'"reason": ...}} with a reason one of {", ".join(REASONS)})'
+            )
+        if any(ANY_VERSION in versions for versions in expected.values()):
+            raise BaselineError(
+                f"{path}: a format-3 entry names its version; '{ANY_VERSION}' is not a version"
             )
         return cls(expected)
 
-    def _raw(self, target: str, version: str, case_id: str) -> Entry | None:
+    def entry(self, target: str, version: str, case_id: str) -> Entry | None:
+        """The baseline's entry for the case at that implementation and version (None: not
+        listed)."""
         versions = self.expected.get(implementation(target), {})
         return versions.get(version, versions.get(ANY_VERSION, {})).get(case_id)
 
-    def entry(self, target: str, version: str, case_id: str) -> str | None:
-        """The baseline's message for the case at that implementation and version (None: not
-        listed)."""
-        raw = self._raw(target, version, case_id)
-        return None if raw is None else message_of(raw)
-
     def upstream(self, target: str, version: str, case_id: str) -> str | None:
         """The URL of the implementation's bug report the entry names, if any."""
-        raw = self._raw(target, version, case_id)
-        return None if raw is None else upstream_of(raw)
+        entry = self.entry(target, version, case_id)
+        return None if entry is None else entry.get("upstream")
 
     def lists(self, target: str, version: str, case_id: str) -> bool:
         return self.entry(target, version, case_id) is not None
@@ -117,43 +137,149 @@ class Baseline:
         if row.outcome in FAILING:
             return Verdict.EXPECTED if entry is not None else Verdict.UNEXPECTED
         if row.outcome == "pass" and entry is not None:
-            # A known nondeterministic behaviour (an entry marked flaky) may pass: the entry
-            # says so, so passing does not make it stale.
-            return Verdict.FLAKY if entry.startswith(FLAKY_MARK) else Verdict.STALE
+            # A known nondeterministic behaviour (class flaky) may pass: that is not stale.
+            return Verdict.FLAKY if entry["class"] == "flaky" else Verdict.STALE
         return Verdict.OK
 
-    def updated(self, rows: Iterable[ResultRow]) -> Baseline:
-        """This baseline with the entry of every (implementation, version) in ``rows`` replaced
-        by its failures; the entries of everything else, ``*`` ones included, kept."""
+    def updated(
+        self, rows: Iterable[ResultRow], statement: Callable[[str], str | None] = lambda c: None
+    ) -> Baseline:
+        """This baseline with the entries of every (implementation, version) in ``rows``
+        replaced by its gating failures, classed: a case that was flaky or an upstream bug keeps
+        its class (flaky ones pass or fail), any other is a deviation from ``statement(case
+        id)``, the statement the case cites. Entries of everything else are kept."""
         fresh: dict[tuple[str, str], dict[str, Entry]] = {}
         for row in rows:
             entries = fresh.setdefault((implementation(row.target), row.target_version), {})
             if row.level == GATING_LEVEL and row.outcome in FAILING:
-                entries[row.case_id] = f"{row.outcome}: {row.message}"[:300]
+                entries[row.case_id] = _deviation(reason_of(row), statement(row.case_id))
         kept = {
             (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
         }
         for key, entries in fresh.items():
             old = kept.get(key, {})
-            # A case marked flaky stays marked, pass or fail; a failure keeps its upstream URL.
-            entries |= {c: e for c, e in old.items() if message_of(e).startswith(FLAKY_MARK)}
-            for case_id, message in entries.items():
-                url = upstream_of(old[case_id]) if case_id in old else None
-                if url is not None and isinstance(message, str):
-                    entries[case_id] = {"message": message, "upstream": url}
+            entries |= {c: e for c, e in old.items() if e["class"] == "flaky"}
+            for case_id, entry in entries.items():
+                if old.get(case_id, {}).get("class") == "upstream-bug":
+                    entries[case_id] = old[case_id] | {"reason": entry["reason"]}
         return Baseline(_nested(kept | fresh))
 
     def save(self, path: Path) -> None:
-        doc = {"format": BASELINE_FORMAT, "expected_failures": self.expected}
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        """Write the baseline: one line per entry, sorted, so a diff shows what changed."""
+        path.write_text(_dumps(self.expected), encoding="utf-8")
 
 
-def message_of(entry: Entry) -> str:
-    return entry if isinstance(entry, str) else entry["message"]
+def _dumps(expected: Entries) -> str:
+    def key(text: str) -> str:
+        return json.dumps(text, ensure_ascii=False)
+
+    def table(items: list[str], indent: str) -> str:
+        return "{}" if not items else "{\n" + ",\n".join(items) + f"\n{indent}}}"
+
+    impls = [
+        f"    {key(impl)}: "
+        + table(
+            [
+                f"      {key(version)}: "
+                + table(
+                    [
+                        f"        {key(case)}: {json.dumps(e, ensure_ascii=False, sort_keys=True)}"
+                        for case, e in sorted(cases.items())
+                    ],
+                    "      ",
+                )
+                for version, cases in sorted(versions.items())
+            ],
+            "    ",
+        )
+        for impl, versions in sorted(expected.items())
+    ]
+    return (
+        f'{{\n  "format": {key(BASELINE_FORMAT)},\n  "expected_failures": '
+        + table(impls, "  ")
+        + "\n}\n"
+    )
 
 
-def upstream_of(entry: Entry) -> str | None:
-    return None if isinstance(entry, str) else entry.get("upstream")
+def cited_statement(cases: Iterable[Case]) -> Callable[[str], str | None]:
+    """The statement a row's case cites first (a row id is ``<vector id>[@<path>]``), or None."""
+    first = {case.id: next(iter(case.data.get("requirements") or []), None) for case in cases}
+    return lambda row_id: first.get(row_id.partition("@")[0])
+
+
+def reason_of(row: ResultRow) -> str:
+    """A row's stable reason code: ``robustness`` for a crash or hang, else its outcome."""
+    return "robustness" if row.category == ROBUSTNESS else row.outcome
+
+
+def _deviation(reason: str, statement: str | None) -> Entry:
+    return {"class": "deviation", "reason": reason} | (
+        {} if statement is None else {"statement": statement}
+    )
+
+
+def _read(path: Path) -> Any:
+    """The JSON of a baseline file, its size, encoding and nesting checked before parsing."""
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BASELINE_BYTES + 1)
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read baseline: {exc}") from exc
+    if len(raw) > MAX_BASELINE_BYTES:
+        raise BaselineError(f"{path}: larger than {MAX_BASELINE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    if _depth(text) > MAX_BASELINE_DEPTH:
+        raise BaselineError(f"{path}: nested deeper than {MAX_BASELINE_DEPTH}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: cannot read baseline: {exc}") from exc
+
+
+# A baseline is four tables deep; anything much deeper is not one (and would exhaust the parser).
+MAX_BASELINE_DEPTH = 16
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _classed(entries: dict[str, dict[str, dict[str, Any]]]) -> Entries:
+    """Format-2 entries (a message, or {"message", "upstream"}) as format-3 ones: a flaky mark
+    is class flaky, an upstream URL class upstream-bug, anything else a deviation; the reason is
+    the outcome the message starts with."""
+    out: Entries = {}
+    for impl, versions in entries.items():
+        for version, cases in versions.items():
+            for case_id, old in cases.items():
+                message = old if isinstance(old, str) else old["message"]
+                flaky = message.startswith(FLAKY_MARK)
+                message = message.removeprefix(FLAKY_MARK)
+                reason = next((r for r in REASONS if message.startswith(f"{r}:")), "fail")
+                if flaky:
+                    entry: Entry = {"class": "flaky", "reason": reason}
+                elif isinstance(old, dict) and "upstream" in old:
+                    entry = {"class": "upstream-bug", "reason": reason, "upstream": old["upstream"]}
+                else:
+                    entry = _deviation(reason, None)
+                out.setdefault(impl, {}).setdefault(version, {})[case_id] = entry
+    return out
 
 
 def _nested(flat: dict[tuple[str, str], dict[str, Entry]]) -> Entries:
@@ -165,11 +291,11 @@ def _nested(flat: dict[tuple[str, str], dict[str, Entry]]) -> Entries:
     return out
 
 
-def _from_format_1(path: Path, by_target: dict[str, dict[str, Entry]]) -> Entries:
+def _from_format_1(path: Path, by_target: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A format-1 baseline ({target: cases}) in format 2: each target's entry becomes its
     implementation's entry for the version its spec pins, else for every version (``*``, what a
     target's entry meant). Two targets that land on one entry must list the same cases."""
-    flat: dict[tuple[str, str], dict[str, Entry]] = {}
+    flat: dict[tuple[str, str], dict[str, Any]] = {}
     origin: dict[tuple[str, str], str] = {}
     for target, cases in by_target.items():
         key = (implementation(target), spec_version(target) or ANY_VERSION)
@@ -183,24 +309,43 @@ def _from_format_1(path: Path, by_target: dict[str, dict[str, Entry]]) -> Entrie
     return _nested(flat)
 
 
-def _is_entry(value: Any) -> bool:
+def _is_upstream(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(UPSTREAM_SCHEMES)
+
+
+def _is_format_2_entry(value: Any) -> bool:
     """A message, or {"message": text, "upstream": an http(s) URL} (upstream optional)."""
     if isinstance(value, str):
         return True
     return (
         isinstance(value, dict)
-        and "message" in value
-        and set(value) <= ENTRY_KEYS
-        and all(isinstance(v, str) for v in value.values())
-        and value.get("upstream", UPSTREAM_SCHEMES[0]).startswith(UPSTREAM_SCHEMES)
+        and isinstance(value.get("message"), str)
+        and set(value) <= FORMAT_2_KEYS
+        and _is_upstream(value.get("upstream", UPSTREAM_SCHEMES[0]))
     )
 
 
-def _is_table(value: Any, *, depth: int) -> bool:
-    """Nested string-keyed tables ``depth`` deep with entries (``_is_entry``) as leaves."""
+def _is_entry(value: Any) -> bool:
+    """A format-3 entry: a class, a reason, and what the class needs."""
+    if not (isinstance(value, dict) and set(value) <= ENTRY_KEYS):
+        return False
+    if value.get("reason") not in REASONS or not all(isinstance(v, str) for v in value.values()):
+        return False
+    kind = value.get("class")
+    if kind == "upstream-bug":
+        return _is_upstream(value.get("upstream")) and "statement" not in value
+    if kind == "deviation":
+        return "upstream" not in value
+    return kind == "flaky" and set(value) == {"class", "reason"}
+
+
+def _is_table(value: Any, *, depth: int, leaf: Callable[[Any], bool]) -> bool:
+    """Nested string-keyed tables ``depth`` deep with entries (``leaf``) as leaves."""
     if depth == 0:
-        return _is_entry(value)
-    return isinstance(value, dict) and all(_is_table(v, depth=depth - 1) for v in value.values())
+        return leaf(value)
+    return isinstance(value, dict) and all(
+        _is_table(v, depth=depth - 1, leaf=leaf) for v in value.values()
+    )
 
 
 def flaky_message(failures: list[str], last: str) -> str:

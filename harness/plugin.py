@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, vector_files
+from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, load_all, vector_files
 from nats_conformance.harness.gate import (
     FAILING,
     SHIPPED_BASELINE,
     Baseline,
     BaselineError,
     Verdict,
+    cited_statement,
 )
 from nats_conformance.harness.results import ResultRow, ResultsWriter, read_rows, run_id
 
@@ -246,7 +247,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     state.writer.close()
     rows = [r for r in read_rows(state.results_path) if r.run_id == run_id()]
-    state.baseline.updated(rows).save(state.baseline_path)
+    cited = cited_statement(load_all(state.paths).cases)
+    state.baseline.updated(rows, cited).save(state.baseline_path)
 
 
 def virtual_files(paths: Iterable[Path]) -> Iterator[tuple[str, Path]]:

