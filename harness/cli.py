@@ -736,9 +736,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--rerun-failures",
         type=int,
-        default=0,
+        default=1,
         metavar="N",
-        help="run a must case that fails beyond the baseline up to N more times (a client "
+        help="run a must case that fails beyond the baseline up to N more times (default 1: a "
+        "failure that does not reproduce neither gates nor enters a baseline; a client "
         "library's through a new driver process, an interop pair's on the same pair); one that "
         "then passes is reported as flaky (counted and listed, not gating)",
     )
