@@ -51,6 +51,8 @@ def settle(level: str, outcome: str, category: str = CONFORMANCE) -> str:
 _VOLATILE = (
     (re.compile(r"_INBOX\.[A-Za-z0-9_.\-]+"), "_INBOX.*"),
     (re.compile(r"\b[A-Za-z0-9]{22}\b(?=[^A-Za-z0-9]|$)"), "<nuid>"),
+    # Epoch times in milliseconds or nanoseconds (a streaming MsgProto's timestamp).
+    (re.compile(r"\b\d{13,19}\b"), "<time>"),
 )
 
 

@@ -28,7 +28,7 @@ from nats_conformance.harness.clients.streaming import (
     run_server_session,
     run_stan_server_checks,
 )
-from nats_conformance.harness.results import ResultsWriter, RunContext, details_path, read_rows
+from nats_conformance.harness.results import ResultsWriter, RunContext, read_rows
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
 from nats_conformance.harness.runtime.processes import start_time
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
@@ -142,12 +142,9 @@ def test_rows_against_the_real_server(
     redelivery = by_id["streaming.server.ack.redelivery"].message
     assert "failing this check itself" in redelivery
     ping = by_id["streaming.server.ping.unknown-conn"]
-    assert ping.outcome == "fail" and "client has been replaced" in ping.message
-    # A row that did not pass has its requirement and the session's transcript as details.
-    details = [json.loads(line) for line in details_path(results).read_text().splitlines()]
-    detail = next(d for d in details if d["case_id"] == ping.case_id)
-    assert detail["requirement"]["document"] == "streaming-fields.md"
-    assert "PingResponse" in detail["transcript"]
+    # The documents are silent there (info): the row records the answer and fails nobody.
+    assert ping.outcome == "pass" and "client has been replaced" in ping.message
+    assert "PingResponse" in ping.observed and "client has been replaced" in ping.observed
 
 
 @needs_go

@@ -37,9 +37,10 @@ from nats_conformance.conformance.streaming_server import (
     replay,
 )
 from nats_conformance.conformance.vectors import Source
+from nats_conformance.conformance.verdicts import observation
 from nats_conformance.harness.clients.driver import DriverError
 from nats_conformance.harness.clients.targets import ClientError
-from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.results import Found, ResultRow, ResultsWriter, RunContext
 from nats_conformance.harness.runtime.limits import READ_LIMITS
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
 from nats_conformance.harness.servers.specs import RunningServer
@@ -174,19 +175,15 @@ def try_python_client(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[str, str]:
 def python_client_row(writer: ResultsWriter, ctx: RunContext) -> ResultRow:
     """The PyPI streaming client's row: whether it installs and imports at all."""
     outcome, message = try_python_client()
-    row = ctx.row(
-        target="client:asyncio-nats-streaming",
-        target_kind="client",
-        target_version=PYTHON_CLIENT.partition("==")[2],
-        case_id="streaming.client.install",
-        group="streaming.client",
-        level="must",
-        outcome=outcome,
-        duration_ms=0.0,
-        message=message,
+    # No document is broken by a library that cannot be imported: the row reports it (info).
+    return ctx.record(
+        writer,
+        ("client:asyncio-nats-streaming", "client", PYTHON_CLIENT.partition("==")[2]),
+        ("streaming.client.install", "streaming.client", "info"),
+        Found(outcome, message, 0.0, observed=observation(message)),
+        source=None,
+        description="",
     )
-    writer.write(row)
-    return row
 
 
 # --- the real streaming server as a target: raw-protocol sessions ---------------------------------
@@ -924,23 +921,20 @@ def run_stan_server_checks(
     for case_id, real_obs in observed.items():
         check = checks[case_id]
         outcome, message = _verdict(check, real_obs, expected.get(case_id), name)
-        row = ctx.row(
-            target=target.name,
-            target_kind=target.kind,
-            target_version=target.version(),
-            case_id=case_id,
-            group=SERVER_GROUP,
-            level=check.level,
-            outcome=outcome,
-            duration_ms=real_obs.ms,
-            message=message,
-        )
         raw = case_id in SERVER_CHECKS
-        writer.write(
-            row,
+        row = ctx.record(
+            writer,
+            (target.name, target.kind, target.version()),
+            (case_id, SERVER_GROUP, check.level),
+            Found(
+                outcome,
+                message,
+                real_obs.ms,
+                "\n".join(transcript) if raw else "",
+                observed=observation(real_obs.error or real_obs.answer),
+            ),
             source=check.source,
             description=check.description,
-            transcript="\n".join(transcript) if raw else "",
         )
         rows.append(row)
         on_row(row)
