@@ -155,12 +155,12 @@ def senders(statement: dict[str, str]) -> tuple[str, ...]:
 def _modal_roles(words: str) -> list[tuple[str, str | None, str]]:
     """Each modal word of a sentence with its level and the role it is about: the last role
     named before it (the clause's subject), else the first after it, else None."""
-    roles = [(m.start(), m.lastgroup, m.group()) for m in _ROLE_WORD.finditer(words)]
+    roles = [(m.start(), m.lastgroup) for m in _ROLE_WORD.finditer(words)]
     found = []
     for modal in _MODAL.finditer(words):
-        before = [(role, text) for start, role, text in roles if start < modal.start()]
-        after = [(role, text) for start, role, text in roles if start > modal.start()]
-        role = (before[-1] if before else after[0] if after else (None, ""))[0]
+        before = [role for start, role in roles if start < modal.start()]
+        after = [role for start, role in roles if start > modal.start()]
+        role = before[-1] if before else after[0] if after else None
         found.append((modal.lastgroup or "", role, modal.group()))
     return found
 
@@ -282,17 +282,20 @@ def main(argv: list[str] | None = None) -> int:
     reviewed = load_levels() if LEVELS_PATH.exists() else {}
     for statement in bundled_index():
         entry = propose(statement)
-        shown = ", ".join(f"{r} {entry.levels[r]}" for r in ROLES if r in entry.levels) or "info"
         print(f"{statement['id']}\n  words: {statement['words']}")
-        print(f"  proposal: {shown} ({entry.why})")
+        print(f"  proposal: {_shown(entry.levels)} ({entry.why})")
         decided = reviewed.get(statement["id"])
         if decided is not None and _levels_of(decided) != entry.levels:
-            print(f"  reviewed: {_levels_of(decided) or 'info'} ({decided.get('why', '')})")
+            print(f"  reviewed: {_shown(_levels_of(decided))} ({decided.get('why', '')})")
     return 0
 
 
 def _levels_of(entry: dict[str, Any]) -> dict[str, str]:
     return {role: entry[role] for role in ROLES if role in entry}
+
+
+def _shown(levels: dict[str, str]) -> str:
+    return ", ".join(f"{role} {levels[role]}" for role in ROLES if role in levels) or "info"
 
 
 if __name__ == "__main__":
