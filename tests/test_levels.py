@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from test_vectors import GOOD_CASE, _check, _file
 
 from nats_conformance.conformance import levels, requirements, vectors
 from nats_conformance.conformance.verdicts import LEVELS, level_rank
+from nats_conformance.harness import cli
 
 INDEX = requirements.bundled_index()
 LEVELS_FILE = levels.bundled_levels()
@@ -146,6 +148,18 @@ def test_vectors_check_refuses_a_case_above_its_statements(tmp_path: Path) -> No
         f"give client at most info: {SERVER_PINGS}"
     ]
     assert "2 cases in 1 groups: 1 passed, 1 failed, 0 file problems" in result.stdout
+
+
+def test_vectors_check_refuses_a_levels_file_out_of_step_with_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = {sid: entry for sid, entry in LEVELS_FILE.items() if sid != CLIENT_SHOULD}
+    monkeypatch.setattr(levels, "bundled_levels", lambda: stale)
+    path = _file(tmp_path, "cases.json", [GOOD_CASE])
+    assert cli.main(["vectors", "check", "--spec", str(tmp_path / "none"), str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"field statements: no entry for statement {CLIENT_SHOULD!r}" in out
+    assert "1 cases in 1 groups: 1 passed, 0 failed, 1 file problems" in out
 
 
 def test_aliases_carry_a_renamed_case_and_may_not_name_another(tmp_path: Path) -> None:
