@@ -20,7 +20,7 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -31,6 +31,7 @@ from nats_conformance.conformance.vectors import (
     NOT_VECTORS,
     Case,
     Problem,
+    bundled_cases,
     normalise_whitespace,
 )
 
@@ -161,8 +162,12 @@ def classify(unit: str, next_unit: str = "") -> str | None:
     return "requirement" if MODAL.search(unit) else None
 
 
-def statements(document: str, text: str) -> list[Statement]:
-    """The normative statements of one document, in document order, each once per section."""
+def statements(document: str, text: str, quotes: Collection[str] = ()) -> list[Statement]:
+    """The normative statements of one document, in document order, each once per section: the
+    units ``classify`` recognises, and (kind ``statement``) any other sentence a vector's quote
+    of this document cites. A definite sentence without a modal word ("The asterisk character
+    (*) matches a single token") states behaviour as much as one with "must"; which role it
+    binds, and how strictly, is levels.json's reviewed decision, not the index's."""
     blocks = _blocks(text)
     headings = _headings(blocks)
     section = ""
@@ -174,19 +179,53 @@ def statements(document: str, text: str) -> list[Statement]:
             continue
         units = [u for u in _units(block) if u]
         for unit, after in zip(units, [*units[1:], ""], strict=True):
-            kind = classify(unit, after)
+            kind = classify(unit, after) or (
+                "statement" if any(_quoted(unit, q) for q in quotes) else None
+            )
             if kind is not None:
                 sid = statement_id(document, section, unit)
                 out.setdefault(sid, Statement(sid, document, section, kind, unit))
     return list(out.values())
 
 
-def build_index(documents: dict[str, str]) -> dict[str, Any]:
-    """The index of ``documents`` ({file name: text}), in DOCUMENTS order."""
+# Fewer words than this state nothing by themselves: a quote that holds a table's "Server" or
+# "Both", or a quote of a few words ("(proto3, package `pb`)") that occurs in many sentences,
+# makes no sentence a statement.
+MIN_QUOTED_WORDS = 5
+
+
+def _quoted(unit: str, quote: str) -> bool:
+    """Whether a vector's ``quote`` makes ``unit`` (a sentence without a modal word) a
+    statement of the index: one holds the other, and the shorter has a sentence's words."""
+    words = _unbulleted(unit)
+    shorter = min(words, quote, key=len)
+    return len(shorter.split()) >= MIN_QUOTED_WORDS and (words in quote or quote in words)
+
+
+def build_index(
+    documents: dict[str, str], quotes: dict[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """The index of ``documents`` ({file name: text}), in DOCUMENTS order; ``quotes`` ({file
+    name: the vectors' quotes of it, whitespace-normalised}) adds the sentences they cite."""
+    quotes = quotes or {}
     found = [
-        s for name in DOCUMENTS if name in documents for s in statements(name, documents[name])
+        s
+        for name in DOCUMENTS
+        if name in documents
+        for s in statements(name, documents[name], quotes.get(name, ()))
     ]
     return {"format": FORMAT, "statements": [s.to_json() for s in found]}
+
+
+def bundled_quotes() -> dict[str, list[str]]:
+    """The quotes of the bundled vectors, by document, whitespace-normalised."""
+    out: dict[str, list[str]] = {}
+    for case in bundled_cases():
+        source = case.data["source"]
+        quote = normalise_whitespace(source.get("quote", ""))
+        if quote:
+            out.setdefault(source["document"], []).append(quote)
+    return {name: sorted(set(found)) for name, found in out.items()}
 
 
 def read_documents(spec: Path) -> dict[str, str]:
@@ -219,8 +258,14 @@ def index_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def cites(words: str, quote: str) -> bool:
-    """A quote cites a statement when one holds the other (both whitespace-normalised)."""
+    """A quote cites a statement when one holds the other (both whitespace-normalised; a list
+    item's bullet is not part of its words)."""
+    words = _unbulleted(words)
     return bool(quote) and (quote in words or words in quote)
+
+
+def _unbulleted(words: str) -> str:
+    return re.sub(r"^[•\-]\s+", "", words)
 
 
 def derive_citations(case: dict[str, Any], index: list[dict[str, str]]) -> list[str]:
@@ -301,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.action == "cite":
         _cite_files(load_index())
         return 0
-    index = build_index(read_documents(args.spec))
+    index = build_index(read_documents(args.spec), bundled_quotes())
     if args.action == "changes":
         changes = index_changes({"statements": load_index()}, index)
         print("\n".join(changes) or "no statement moved or changed")
