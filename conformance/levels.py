@@ -37,28 +37,38 @@ JUDGED = ("must", "should")  # the levels at which a case can fail someone
 
 # Words of a description that say the documents do not carry the case: such a case is `info`
 # (../shared/spec/README.md), so a `must`/`should` case saying them contradicts itself. Matched
-# case-insensitively on word boundaries. Each is a phrase no legitimate requirement is described
-# with: "silent" is not "silently" (a server silently dropping is a described behaviour), and
-# "not specified" is not "specified" (a max_msgs "not specified in UNSUB" is, so it is left out).
+# case-insensitively on whole words. Each is a phrase no legitimate requirement is described
+# with: "silent" is not "silently" (a server silently dropping is a described behaviour); "not
+# specified", "do not define" and "not documented" are left out, since descriptions use them of
+# the input ("max_msgs not specified", "a protocol version the documents do not define", which
+# the documents' -ERR 'Invalid Client Protocol' covers).
 SILENCE_PHRASES = (
     "do not say",
     "does not say",
     "don't say",
     "doesn't say",
+    "never say",
     "silent",
     "vague",
+    "unclear",
+    "not spelled out",
     "is the closest",
     "do not document",
     "does not document",
     "documents do not specify",
     "document does not specify",
+    "not given by the documents",
+    "no consequence",
     "disagree",
     "contradict",
     "hence should",
+    "so should",
 )
 SILENCE = re.compile(r"\b(?:" + "|".join(map(re.escape, SILENCE_PHRASES)) + r")\b", re.IGNORECASE)
-# "hence should" after the documents' own should quoted in the same sentence ("ADR-4 describes
-# the header API as how clients 'should behave', hence should") is the words carrying the level.
+# A level drawn as a conclusion ("hence should") from the documents' own should, quoted in the
+# same sentence ("ADR-4 describes the header API as how clients 'should behave', hence should"),
+# is the words carrying it.
+CONCLUSIONS = ("hence should", "so should")
 _QUOTED_SHOULD = re.compile(r"'should\b[^.]*$", re.IGNORECASE)
 
 
@@ -67,9 +77,10 @@ def silence(description: str) -> str | None:
     contradictory; None when there is none."""
     for match in SILENCE.finditer(description):
         quoted = _QUOTED_SHOULD.search(description, 0, match.start())
-        if not (match.group().lower() == "hence should" and quoted):
+        if not (match.group().lower() in CONCLUSIONS and quoted):
             return match.group()
     return None
+
 
 # --- proposing an entry from the words ---------------------------------------------------------
 

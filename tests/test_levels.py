@@ -92,13 +92,19 @@ def test_a_description_calling_the_documents_silent_is_refused() -> None:
     assert (problem.field, problem.case) == ("description", "t.ping")
     assert "'do not say'" in problem.message
     assert _problems(description=silent, level="info") == []
-    for words in ("The documents are SILENT on it.", "They disagree.", "hence should."):
+    for words in (
+        "The documents are SILENT on it.",
+        "They disagree.",
+        "hence should.",
+        "That a group gets each message once is not spelled out, so should.",
+    ):
         assert _problems(description=words, level="should"), words
 
 
 def test_legitimate_descriptions_do_not_trip_the_silence_phrases() -> None:
     for words in (
         "ADR-4 describes the header API as how clients 'should behave', hence should.",
+        "Clients 'should clean up relevant resources', so should.",
         "The server silently drops the message of a denied publish.",
         "UNSUB with max_msgs not specified removes the subscription at once.",
         "A vaguely familiar subject is still a subject.",
