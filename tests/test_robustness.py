@@ -178,27 +178,34 @@ def resets_after_info(conn: socket.socket, stop: threading.Event) -> None:
     resets(conn, stop)
 
 
-# behaviour, the outcome of BATCH[0], words its message has
-MISBEHAVIOURS: dict[str, tuple[Behaviour, str, str]] = {
-    "never-sends-info": (silent, "fail", "no INFO"),
-    "hangs-after-connect": (hangs_after_connect, "fail", "wire.exchanges[0].expect[0]: "),
-    "floods-garbage": (floods_garbage, "fail", "wire.exchanges[0].expect[0]: "),
-    "floods-pings": (floods_pings, "fail", "wire.exchanges[0].expect[0]: "),
-    "floods-without-info": (floods_without_info, "fail", "no INFO"),
-    "ping-before-info": (ping_before_info, "fail", "no INFO: the server's first operation is PING"),
-    "garbage-instead-of-info": (garbage_instead_of_info, "fail", "no INFO"),
-    "closes-mid-frame": (closes_mid_frame, "fail", "wire.exchanges[0].expect[0]: "),
-    "resets": (resets, "fail", "before the server sent INFO"),
-    "resets-after-info": (resets_after_info, "fail", "wire.exchanges[0].expect[0]: "),
-}
+HUNG = "the server stopped answering: no PONG to a probe PING"
+# behaviour, the outcome of BATCH[0] (which expects the connection open), words its message has,
+# its category: a server that neither answers nor closes where the script expects the connection
+# open is a robustness failure; a wrong answer, a close, broken bytes are conformance findings.
+MISBEHAVIOURS: dict[str, tuple[Behaviour, str, str, str]] = {
+    "never-sends-info": (silent, "fail", "no INFO", "conformance"),
+    "hangs-after-connect": (hangs_after_connect, "fail", HUNG, "robustness"),
+    "floods-garbage": (floods_garbage, "fail", "wire.exchanges[0].expect[0]: ", "conformance"),
+    "floods-pings": (floods_pings, "fail", HUNG, "robustness"),
+    "floods-without-info": (floods_without_info, "fail", "no INFO", "conformance"),
+    "ping-before-info": (
+        ping_before_info, "fail", "no INFO: the server's first operation is PING", "conformance"
+    ),
+    "garbage-instead-of-info": (garbage_instead_of_info, "fail", "no INFO", "conformance"),
+    "closes-mid-frame": (closes_mid_frame, "fail", "wire.exchanges[0].expect[0]: ", "conformance"),
+    "resets": (resets, "fail", "before the server sent INFO", "conformance"),
+    "resets-after-info": (
+        resets_after_info, "fail", "wire.exchanges[0].expect[0]: ", "conformance"
+    ),
+}  # fmt: skip
 
 
 @pytest.fixture(params=sorted(MISBEHAVIOURS))
-def misbehaving(request: pytest.FixtureRequest) -> Iterator[tuple[FakeServer, str, str]]:
-    behave, outcome, words = MISBEHAVIOURS[request.param]
+def misbehaving(request: pytest.FixtureRequest) -> Iterator[tuple[FakeServer, str, str, str]]:
+    behave, outcome, words, category = MISBEHAVIOURS[request.param]
     server = FakeServer(behave)
     try:
-        yield server, outcome, words
+        yield server, outcome, words, category
     finally:
         server.close()
 
@@ -212,20 +219,20 @@ def timed_run(
 
 
 def test_misbehaving_server_gets_a_clear_verdict_in_bounded_time(
-    misbehaving: tuple[FakeServer, str, str],
+    misbehaving: tuple[FakeServer, str, str, str],
 ) -> None:
-    server, outcome, words = misbehaving
+    server, outcome, words, category = misbehaving
     result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server.running)
-    assert result.outcome == outcome, result.message
+    assert (result.outcome, result.category) == (outcome, category), result.message
     assert words in result.message
     assert elapsed < BOUND
     assert result.transcript is not None and result.transcript.events
 
 
 def test_the_run_goes_on_after_a_misbehaving_server(
-    misbehaving: tuple[FakeServer, str, str],
+    misbehaving: tuple[FakeServer, str, str, str],
 ) -> None:
-    server, _, _ = misbehaving
+    server, _, _, _ = misbehaving
     started = time.monotonic()
     for case_id in BATCH:
         result, elapsed = timed_run(CASES[case_id].data["wire"], server.running)
@@ -270,10 +277,12 @@ def test_server_that_stops_reading_gets_a_verdict() -> None:
         result, elapsed = timed_run({"exchanges": [big]}, server.running)
     finally:
         server.close()
-    assert result.outcome == "fail"
+    # It neither reads nor answers nor closes: hung, a robustness failure.
+    assert (result.outcome, result.category) == ("fail", "robustness"), result.message
     assert elapsed < BOUND
     notes = [e.data for e in result.transcript.events if e.direction == "note"]
-    assert notes == [b"send did not complete within 0.25 s"]
+    assert notes[0] == b"send did not complete within 0.25 s"
+    assert notes[-1] == b"not sent: an earlier send failed"  # the probe costs no second send
 
 
 def test_a_stuck_send_costs_one_timeout_not_one_per_send() -> None:

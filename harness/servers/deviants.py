@@ -667,6 +667,10 @@ class DeviantTarget:
                 )
             return self._servers[key]
 
+    def gone(self, config: Mapping[str, Any]) -> str | None:
+        """Why the inner target's server for ``config`` no longer runs (None: it does)."""
+        return self.inner.gone(config)
+
     def close(self) -> None:
         """Stop every proxy, then the inner target's servers."""
         with self._lock:

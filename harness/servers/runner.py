@@ -43,7 +43,14 @@ def record(
         writer,
         (target.name, target.kind, version),
         (case.id, case.group, case.level),
-        Found(result.outcome, result.message, result.duration_ms, transcript),
+        Found(
+            result.outcome,
+            result.message,
+            result.duration_ms,
+            transcript,
+            observed=result.observed,
+            category=result.category,
+        ),
         source=case.source,
         description=case.data["description"],
     )

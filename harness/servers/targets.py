@@ -165,6 +165,13 @@ class ServerTarget:
             raise found
         return found.running
 
+    def gone(self, config: Mapping[str, Any]) -> str | None:
+        """Why the server started for ``config`` no longer runs ("exited with status 2": it
+        crashed, since only ``close`` stops it); None while it runs, or when it is not ours to
+        watch (url: targets)."""
+        found = self._servers.get(json.dumps(dict(config), sort_keys=True))
+        return found.exited() if isinstance(found, Launched) else None
+
     def _start(self, config: Mapping[str, Any]) -> Launched:
         if self.spec.kind == "url":
             if config:
