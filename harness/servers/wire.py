@@ -377,7 +377,8 @@ def run_wire_script(
     elapsed = (time.monotonic() - started) * 1000
     shown = transcript if transcript.events else None
     observed = observation(
-        {name: wire_script.observed_connection(events, conns[name].closed)
+        {name: wire_script.observed_connection(
+            events, conns[name].closed, wire_script.queue_members(wire, name))
          for name, events in seen.items()}
     )  # fmt: skip
     return CaseResult(
