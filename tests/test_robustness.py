@@ -561,14 +561,9 @@ def test_a_robustness_failure_is_run_again_at_any_level(
     left = list(made)
     monkeypatch.setattr(runner, "check_case", lambda case, target: left.pop(0))
     with ResultsWriter(None) as writer:
-        target: object = _Target()
+        target: Any = _Target()  # what run_target asks of a target: name, kind, version
         [(row, _)] = runner.run_target(
-            RunContext("r", "0", "v"),
-            target,
-            [case],
-            writer,
-            gate.Baseline(),
-            reruns=2,  # type: ignore[arg-type]
+            RunContext("r", "0", "v"), target, [case], writer, gate.Baseline(), reruns=2
         )
     assert len(made) - len(left) == attempts
     assert row.outcome == "pass"  # run again and passed; or an info case's observation
