@@ -119,9 +119,9 @@ def compare_exchange(
     server, ``arrived_ms`` when each operation of ``received`` came, in milliseconds after the
     exchange's clock started (None: time is not judged). The clock starts when the connection is
     established in the exchange that opens it (a server's timers start when it accepts), else
-    when the exchange's ``send`` has gone out. Operations compare as
-    patterns: only the fields given, ``matches`` as regular expressions, an ``optional`` pattern
-    skipped when the next operation does not fit it, ``within_ms`` the band its arrival must be in.
+    when the exchange's ``send`` has gone out. Operations compare as patterns: only the fields
+    given, ``matches`` as regular expressions, an ``optional`` pattern skipped when the next
+    operation does not fit it, ``within_ms`` the band its arrival must be in.
     """
     path = f"wire.exchanges[{index}]"
     if "expect_bytes" in exchange:
@@ -235,7 +235,7 @@ def evaluate(wire: dict[str, Any]) -> None:
             model = models[name] = server.ServerModel(
                 broker=broker, answers_pings=plans[name].answer_pings
             )
-        clock = model.elapsed  # a new connection's first exchange: when it was established
+        clock = model.elapsed  # the send goes out now (a new connection is established now)
         sent = model.take_timed()  # what other connections and time left for it
         if model.closed and not sent:
             raise Mismatch(
