@@ -567,3 +567,36 @@ def test_a_robustness_failure_is_run_again_at_any_level(
         )
     assert len(made) - len(left) == attempts
     assert row.outcome == "pass"  # run again and passed; or an info case's observation
+
+
+def ok_with_info(conn: socket.socket, stop: threading.Event) -> None:
+    """Sends +OK in the same bytes as its INFO, then answers PINGs."""
+    conn.sendall(INFO + b"+OK\r\n")
+    conn.settimeout(0.05)
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            return
+        conn.sendall(b"PONG\r\n" * data.count(b"PING\r\n"))
+
+
+@pytest.mark.parametrize(
+    "expectation", [{"expect": [{"op": "PONG"}]}, {"expect_bytes": "PONG\r\n"}]
+)  # fmt: skip
+def test_what_comes_with_the_info_is_the_first_exchange_s(expectation: dict[str, Any]) -> None:
+    """An operation in the same bytes as the INFO is judged, not lost with the greeting."""
+    wire = {"exchanges": [{"send": 'CONNECT {"verbose":false}\r\nPING\r\n', "then": "open",
+                           **expectation}]}  # fmt: skip
+    server = FakeServer(ok_with_info)
+    try:
+        result, _ = timed_run(wire, server.running)
+    finally:
+        server.close()
+    assert result.outcome == "fail", result.message
+    assert "+OK" in result.message
+    assert [op["op"] for op in json.loads(result.observed)["main"]["sent"]] == [
+        "INFO", "+OK", "PONG"
+    ]  # fmt: skip

@@ -73,6 +73,7 @@ class WireConnection:
         self.stopped = ""
         self._final = ""
         self.transcript = transcript if transcript is not None else Transcript()
+        self._unread: list[Arrival] = []  # operations read but given back: the next read's first
 
     @classmethod
     def connect(
@@ -155,6 +156,11 @@ class WireConnection:
         happen within a time is watched for all of that time."""
         return self._read(count, timeout, f"{count} operation(s)", enough=enough, hold=hold)
 
+    def give_back(self, arrivals: list[Arrival]) -> None:
+        """Operations read before their turn (the bytes that carried the INFO carried them too):
+        the next read returns them first, with the time they came."""
+        self._unread = arrivals + self._unread
+
     def receive_until_closed(self, *, timeout: float) -> list[protocol.Event]:
         """Everything the server sends until it closes (or a ``receive`` limit is reached)."""
         return [e for _, e in self._read(_UNBOUNDED, timeout, "the server to close the connection")]
@@ -193,7 +199,7 @@ class WireConnection:
         ``enough`` says what came is enough) and ``hold`` seconds have passed."""
         now = time.monotonic()
         deadline, held = now + timeout + hold, now + hold
-        out: list[Arrival] = []
+        out, self._unread = self._unread, []
         budget = RECEIVE_BUDGET
         self.stopped = self._final
         while not self.stopped:
@@ -393,10 +399,13 @@ def _expect_info(
     """The connection's first operation is INFO; otherwise a verdict (``greeting`` when it is
     the script's first connection)."""
     which = "" if first else f"connection {name}: "
-    got = wire.receive(1, timeout=timeout)
-    seen += got
+    arrivals = wire.receive_timed(1, timeout=timeout)
+    got = [event for _, event in arrivals]
+    seen += got[:1]
     if got and isinstance(got[0], protocol.Info):
-        wire.raw.clear()
+        # What came with the INFO in the same bytes is the first exchange's, bytes too.
+        del wire.raw[: wire.raw.index(b"\n") + 1]
+        wire.give_back(arrivals[1:])
         return
     if not got and wire.closed:
         why = f"the connection ended before the server sent INFO ({wire.stopped})"
@@ -432,7 +441,8 @@ def _run_exchange(
     path = f"wire.exchanges[{index}]"
     if wire.closed:
         raise _Verdict("fail", f"{path}: the server closed the connection before this exchange")
-    wire.raw.clear()
+    if not opens:  # the opening exchange's raw bytes are what came after the INFO
+        wire.raw.clear()
     data = vectors.decode_bytes(exchange.get("send", ""), f"{path}.send")
     if data:
         wire.send(data, timeout=timeout)
