@@ -169,7 +169,7 @@ class FakeTarget:
         assert self.running is not None
         return self.running
 
-    def gone(self, config: Mapping[str, Any]) -> str | None:
+    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
         return None
 
     def close(self) -> None:

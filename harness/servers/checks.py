@@ -19,6 +19,9 @@ from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
 from nats_conformance.harness.servers.wire import CaseResult, run_wire_script
 
+# Seconds a server whose listener refuses connections after a case has to show its exit.
+CRASH_GRACE = 2.0
+
 
 def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> CaseResult:
     """Run ``case`` on a server of ``target`` (each wait bounded by ``timeout``)."""
@@ -51,8 +54,9 @@ def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> Cas
 
 
 def _crashed(result: CaseResult, target: ServerTarget, config: dict[str, Any]) -> CaseResult:
-    """``result``, or a robustness failure when the target's server is gone after the case."""
-    gone = target.gone(config)
+    """``result``, or a robustness failure when the target's server is gone after the case (a
+    case that did not pass may have seen the crash a moment before the exit shows)."""
+    gone = target.gone(config, within=CRASH_GRACE if result.outcome != "pass" else 0.0)
     if gone is None:
         return result
     found = f"; the case found: {result.message}" if result.message else ""

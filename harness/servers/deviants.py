@@ -711,9 +711,9 @@ class DeviantTarget:
                 )
             return self._servers[key]
 
-    def gone(self, config: Mapping[str, Any]) -> str | None:
+    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
         """Why the inner target's server for ``config`` no longer runs (None: it does)."""
-        return self.inner.gone(config)
+        return self.inner.gone(config, within=within)
 
     def close(self) -> None:
         """Stop every proxy, then the inner target's servers."""

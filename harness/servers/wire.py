@@ -484,7 +484,7 @@ def _run_exchange(
         if not probed:  # whether the server still answers, and what else it sent first
             more, answered = wire.probe(timeout=timeout)
             seen += [event for _, event in more]
-        if not answered and not wire.closed:
+        if not answered and not wire.closed and not wire.broken:  # silent, not broken
             raise _Verdict(
                 "fail",
                 f"{message}; the server stopped answering: no PONG to a probe PING, and the "
