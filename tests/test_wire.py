@@ -169,6 +169,9 @@ class FakeTarget:
         assert self.running is not None
         return self.running
 
+    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+        return None
+
     def close(self) -> None:
         pass
 

@@ -1,18 +1,26 @@
 """One vector case against one server target: skip, error, or the verdict of its server path.
 
 A case reaches a server through its wire script, or, for ``name.validate``, through the JetStream
-API (``harness.jetstream_names``).
+API (``harness.jetstream_names``). A server process that exits during a case (a crash) fails the
+case in category ``robustness``, whatever the case's level: the documents need not say that a
+server must not crash.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Any
 
 from nats_conformance.conformance.vectors import Case
+from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.servers import jetstream_names
 from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
 from nats_conformance.harness.servers.wire import CaseResult, run_wire_script
+
+# Seconds a server whose listener refuses connections after a case has to show its exit.
+CRASH_GRACE = 2.0
 
 
 def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> CaseResult:
@@ -39,5 +47,22 @@ def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> Cas
     except TargetError as exc:
         return CaseResult("error", str(exc), (time.monotonic() - started) * 1000)
     if names:
-        return jetstream_names.check(case, server, timeout=max(timeout, jetstream_names.API_WAIT))
-    return run_wire_script(wire, server, timeout=timeout)
+        result = jetstream_names.check(case, server, timeout=max(timeout, jetstream_names.API_WAIT))
+    else:
+        result = run_wire_script(wire, server, timeout=timeout)
+    return _crashed(result, target, config)
+
+
+def _crashed(result: CaseResult, target: ServerTarget, config: dict[str, Any]) -> CaseResult:
+    """``result``, or a robustness failure when the target's server is gone after the case (a
+    case that did not pass may have seen the crash a moment before the exit shows)."""
+    gone = target.gone(config, within=CRASH_GRACE if result.outcome != "pass" else 0.0)
+    if gone is None:
+        return result
+    found = f"; the case found: {result.message}" if result.message else ""
+    return dataclasses.replace(
+        result,
+        outcome="fail",
+        message=f"the server process {gone} during the case{found}",
+        category=ROBUSTNESS,
+    )

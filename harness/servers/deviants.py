@@ -67,7 +67,15 @@ class Action(Enum):
     HOLD_OPEN = "hold-open"  # when the server closes, keep the client's side open
 
 
-Out = Op | bytes | Action  # an operation to encode, bytes to send as they are, or an action
+@dataclass(frozen=True)
+class Delay:
+    """Hold what follows in this direction back for ``seconds`` (a timer that fires late)."""
+
+    seconds: float
+
+
+# An operation to encode, bytes to send as they are, an action, or a delay.
+Out = Op | bytes | Action | Delay
 
 
 @dataclass
@@ -164,6 +172,14 @@ def _protocol_one(op: Connect) -> list[Out]:
 
 # What the server says when a timer ends a connection (nats-server's texts and the documents').
 _TIMEOUT_ERRORS = ("Timeout'", "'Stale Connection'")
+LATE = 1.0  # seconds a late timer's -ERR (and the close after it) is held back
+
+
+def _auth_timeout_at_once(op: Info) -> list[Out]:
+    """A server that requires authentication ends the connection as soon as it has greeted."""
+    if not op.options.get("auth_required"):
+        return [op]
+    return [op, Err("'Authorization Timeout'"), Action.CLOSE]
 
 
 def _ignore_max(op: Unsub) -> list[Out]:
@@ -321,6 +337,31 @@ _CATALOG = [
         ),
     ),
     Deviation(
+        "timers-late",
+        f"The -ERR of a timer (authentication timeout, stale connection), and the close after "
+        f"it, come {LATE:g} s late. Breaks client-protocol.txt, +OK/ERR: 'Authorization "
+        f"Timeout': 'Client took too long to authenticate ... (default 1 second)'; PING/PONG: "
+        f"PINGs 'at a configurable interval'.",
+        server=_on(
+            Err, lambda op: [Delay(LATE), op] if op.message.endswith(_TIMEOUT_ERRORS) else [op]
+        ),
+    ),
+    Deviation(
+        "auth-timeout-at-once",
+        "A server that requires authentication sends -ERR 'Authorization Timeout' and closes "
+        "right after its INFO, before any timeout has passed. Breaks client-protocol.txt, "
+        "+OK/ERR: 'Authorization Timeout': 'Client took too long to authenticate to the server "
+        "after establishing a connection (default 1 second)'.",
+        server=_on(Info, _auth_timeout_at_once),
+    ),
+    Deviation(
+        "stops-answering",
+        "The server greets with INFO, then sends nothing more and never closes the connection: "
+        "it looks hung (a robustness failure). Breaks client-protocol.txt, PING/PONG: 'You can "
+        "also ping the server and will receive a pong reply'.",
+        server=lambda op, session: [op] if isinstance(op, Info) else [Action.HOLD_OPEN],
+    ),
+    Deviation(
         "msg-fields-double-spaced",
         "MSG control lines separate their fields with two spaces. Breaks client-protocol.txt, "
         "MSG: 'MSG <subject> <sid> [reply-to] <#bytes>␍␊[payload]␍␊' (fields separated by "
@@ -375,7 +416,7 @@ class ProxyStream:
         self._passed = 0  # operations of those bytes already passed on
         self._state = (self._parser.headers, self._parser.pedantic)
 
-    def feed(self, data: bytes) -> list[bytes | Action]:
+    def feed(self, data: bytes) -> list[bytes | Action | Delay]:
         """What to send on for ``data``: encoded operations, raw bytes and actions, in order."""
         if self._raw:
             return [data]
@@ -396,12 +437,12 @@ class ProxyStream:
         self._replay()  # passes nothing new: every operation of the span went on already
         return bytes(self._held)
 
-    def _pass(self, ops: list[Event]) -> list[bytes | Action]:
-        out: list[bytes | Action] = []
+    def _pass(self, ops: list[Event]) -> list[bytes | Action | Delay]:
+        out: list[bytes | Action | Delay] = []
         for op in ops:
             assert not isinstance(op, ProtocolError)
             for item in self._transform(op):
-                if isinstance(item, bytes | Action):
+                if isinstance(item, bytes | Action | Delay):
                     out.append(item)
                 else:
                     data = encode(item)
@@ -410,14 +451,14 @@ class ProxyStream:
                     out.append(data)
         return out
 
-    def _replay(self) -> list[bytes | Action]:
+    def _replay(self) -> list[bytes | Action | Delay]:
         """Parse the held span again, a line at a time, so that each operation the reference
         rejects or cannot encode is found with the bytes that carried it."""
         held, skip = self._held, self._passed
         headers, pedantic = self._state
         self._parser = Parser(self._direction, self._limits, headers=headers, pedantic=pedantic)
         self._mark()
-        out: list[bytes | Action] = []
+        out: list[bytes | Action | Delay] = []
         lines = _LINES.findall(held)
         for i, line in enumerate(lines):
             self._held += line
@@ -517,7 +558,10 @@ class _Connection:
             for item in out:
                 if item is Action.CLOSE:
                     return False
-                if item is Action.HOLD_OPEN:
+                if isinstance(item, Delay):
+                    if self._stop.wait(item.seconds):
+                        return False
+                elif item is Action.HOLD_OPEN:
                     self._hold_open = True
                 elif not self._send(dst, item) and dst is self._client:
                     return False  # the client is gone
@@ -666,6 +710,10 @@ class DeviantTarget:
                     url, proxy.host, proxy.port, real.version, real.log_path
                 )
             return self._servers[key]
+
+    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+        """Why the inner target's server for ``config`` no longer runs (None: it does)."""
+        return self.inner.gone(config, within=within)
 
     def close(self) -> None:
         """Stop every proxy, then the inner target's servers."""

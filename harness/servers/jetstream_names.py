@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from nats_conformance.conformance import headers, protocol
 from nats_conformance.conformance.vectors import Case
+from nats_conformance.conformance.verdicts import observation
 from nats_conformance.harness.runtime.transcripts import Transcript
 from nats_conformance.harness.servers.specs import RunningServer
 from nats_conformance.harness.servers.wire import CaseResult, Outcome, WireConnection
@@ -163,6 +164,19 @@ class Answer:
     problem: str = ""
 
 
+def observed_answer(answer: Answer) -> dict[str, Any]:
+    """What the server answered, as an observation records it: accepted, its error's code, code
+    of the error and description, or why there is no answer."""
+    if answer.body is None:
+        return {"answer": None, "problem": answer.problem}
+    error = answer.body.get("error")
+    if error is None:
+        return {"accepted": True}
+    if not isinstance(error, dict):
+        return {"error": error}
+    return {"error": {key: error.get(key) for key in ("code", "err_code", "description")}}
+
+
 def _error_text(error: Any) -> str:
     if not isinstance(error, dict):
         return repr(error)[:SHOWN]
@@ -262,18 +276,21 @@ class NameSession:
         self._conn.note(f"case {case.id}: {plan.thing} ({production})")
         if plan.form:
             self._conn.note(f"the name is {plan.form}")
-        outcome, message, cleanup = self._ask(
+        outcome, message, cleanup, answer = self._ask(
             plan, production, case.data["expect"]["valid"], timeout
         )
         if cleanup:
             message += f"; {cleanup}"
         transcript = Transcript(self._conn.transcript.events[mark:])
-        return CaseResult(outcome, message, (time.monotonic() - started) * 1000, transcript)
+        elapsed = (time.monotonic() - started) * 1000
+        observed = "" if answer is None else observation(observed_answer(answer))
+        return CaseResult(outcome, message, elapsed, transcript, observed=observed)
 
     def _ask(
         self, plan: Plan, production: str, expect_valid: bool, timeout: float
-    ) -> tuple[Outcome, str, str]:
-        """(outcome, message, what went wrong deleting the case's streams)."""
+    ) -> tuple[Outcome, str, str, Answer | None]:
+        """(outcome, message, what went wrong deleting the case's streams, the server's answer
+        about the name: None when it was not asked)."""
         if plan.stream is not None:
             made = self.request(
                 f"{API}.STREAM.CREATE.{plan.stream}",
@@ -282,7 +299,8 @@ class NameSession:
             )
             if made.body is None or "error" in made.body:
                 why = made.problem or _error_text(made.body and made.body.get("error"))
-                return "error", f"cannot create the case's stream {plan.stream!r}: {why}", ""
+                message = f"cannot create the case's stream {plan.stream!r}: {why}"
+                return "error", message, "", None
         answer = self.request(plan.subject, plan.body, timeout)
         if answer.body is None:
             outcome: Outcome = "error"
@@ -293,7 +311,7 @@ class NameSession:
         doomed = plan.stream
         if doomed is None and answer.body is not None and "error" not in answer.body:
             doomed = plan.created
-        return outcome, message, self._delete(doomed, timeout) if doomed else ""
+        return outcome, message, self._delete(doomed, timeout) if doomed else "", answer
 
     def _delete(self, stream: str, timeout: float) -> str:
         """Delete ``stream``; "" when done, otherwise why not (later cases may meet it)."""

@@ -7,6 +7,7 @@ from functools import partial
 from pathlib import Path
 
 from nats_conformance.conformance.vectors import Case, LoadResult, load_all
+from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.gate import GATING_LEVEL, Baseline, Verdict, attempts
 from nats_conformance.harness.results import Found, ResultRow, ResultsWriter, RunContext
 from nats_conformance.harness.servers import jetstream_names
@@ -43,7 +44,14 @@ def record(
         writer,
         (target.name, target.kind, version),
         (case.id, case.group, case.level),
-        Found(result.outcome, result.message, result.duration_ms, transcript),
+        Found(
+            result.outcome,
+            result.message,
+            result.duration_ms,
+            transcript,
+            observed=result.observed,
+            category=result.category,
+        ),
         source=case.source,
         description=case.data["description"],
     )
@@ -63,9 +71,9 @@ def run_target(
 
     The greeting case runs first. Once a case finds that the server does not greet with INFO,
     that case fails and every later one is an ``error`` saying why, without connecting again.
-    A must case that fails beyond the baseline runs up to ``reruns`` more times; one that then
-    passes gets one row, the passing one, whose message names every failed attempt, and the
-    verdict ``FLAKY``.
+    A must case that fails beyond the baseline, and a case of any level that fails as robustness
+    (a crash, a hang), runs up to ``reruns`` more times; one that then passes gets one row, the
+    passing one, whose message names every failed attempt, and the verdict ``FLAKY``.
     """
     version = target.version()
     out = []
@@ -80,7 +88,10 @@ def run_target(
                 unlisted = gating and not baseline.lists(target.name, version, case.id)
                 # A broken greeting is not run again: it breaks every case, and the run says so.
                 again = partial(check_case, case, target)
-                result, flaky = attempts(again(), again, reruns if unlisted else 0,
+                first = again()
+                # A crash or a hang fails at every level: it is run again at every level too.
+                rerun = unlisted or first.category == ROBUSTNESS
+                result, flaky = attempts(first, again, reruns if rerun else 0,
                                          stop=lambda result: result.greeting_failed)  # fmt: skip
                 if result.greeting_failed:
                     broken_greeting = f"the target's greeting is broken ({result.message})"

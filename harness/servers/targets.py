@@ -74,6 +74,18 @@ def _server_info(host: str, port: int, timeout: float = 3.0) -> dict[str, Any]:
 _OPEN_TARGETS: weakref.WeakSet[ServerTarget] = weakref.WeakSet()
 
 
+_EXIT_POLL = 0.01  # seconds between looks at a process that is ending
+
+
+def _accepts(server: RunningServer) -> bool:
+    """Whether the server's listener takes a TCP connection (closed again at once)."""
+    try:
+        socket.create_connection((server.host, server.port), timeout=1.0).close()
+    except OSError:
+        return False
+    return True
+
+
 class ServerTarget:
     """Servers of one target spec; one per distinct wire-script config, started lazily."""
 
@@ -164,6 +176,25 @@ class ServerTarget:
         if isinstance(found, TargetError):
             raise found
         return found.running
+
+    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+        """Why the server started for ``config`` no longer runs ("exited with status 2": it
+        crashed, since only ``close`` stops it); None while it runs, or when it is not ours to
+        watch (url: targets).
+
+        A process that crashes closes its connections and its listener a moment before its exit
+        shows: with ``within``, a listener that refuses connections is waited on for that many
+        seconds until the exit shows (a running server's listener accepts: no wait)."""
+        found = self._servers.get(json.dumps(dict(config), sort_keys=True))
+        if self.kind == "url" or not isinstance(found, Launched):
+            return None
+        why = found.exited()
+        if why is None and within > 0 and not _accepts(found.running):
+            deadline = time.monotonic() + within
+            while why is None and time.monotonic() < deadline:
+                time.sleep(_EXIT_POLL)
+                why = found.exited()
+        return why
 
     def _start(self, config: Mapping[str, Any]) -> Launched:
         if self.spec.kind == "url":

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from nats_conformance.conformance import protocol, vectors, wire_script
+from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from nats_conformance.conformance.wire_script import ConnectionPlan
 from nats_conformance.harness.runtime.limits import READ_LIMITS
 from nats_conformance.harness.runtime.transcripts import Direction, Transcript
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from nats_conformance.harness.servers.specs import RunningServer, TlsOptions
 
 Outcome = Literal["pass", "fail", "error", "skip"]
+Arrival = tuple[float, protocol.Event]  # when an operation came (time.monotonic()), and what
 
 # Flood guard: a receive stops reading after this many bytes.
 RECEIVE_BUDGET = 1 << 20
@@ -57,6 +59,7 @@ class WireConnection:
     ) -> None:
         self._sock = sock
         self._started = started
+        self.opened = time.monotonic()  # when the server accepted: its timers start then
         self._plan = plan or ConnectionPlan(wire_script.DEFAULT_CONNECTION)
         self._label = label
         self.raw = bytearray()  # the bytes received since ``mark``
@@ -70,6 +73,7 @@ class WireConnection:
         self.stopped = ""
         self._final = ""
         self.transcript = transcript if transcript is not None else Transcript()
+        self._unread: list[Arrival] = []  # operations read but given back: the next read's first
 
     @classmethod
     def connect(
@@ -137,24 +141,49 @@ class WireConnection:
         Operations parsed from the same bytes beyond ``count`` are returned too: the server sent
         them before the reading stopped.
         """
-        return self._read(count, timeout, f"{count} operation(s)", enough=enough)
+        return [e for _, e in self.receive_timed(count, timeout=timeout, enough=enough)]
+
+    def receive_timed(
+        self,
+        count: int,
+        *,
+        timeout: float,
+        enough: Callable[[list[protocol.Event]], bool] | None = None,
+        hold: float = 0.0,
+    ) -> list[Arrival]:
+        """``receive``, each operation with the time it came; with ``hold``, reading goes on for
+        that many seconds whatever came (until the peer closes): what a case says does not
+        happen within a time is watched for all of that time."""
+        return self._read(count, timeout, f"{count} operation(s)", enough=enough, hold=hold)
+
+    def give_back(self, arrivals: list[Arrival]) -> None:
+        """Operations read before their turn (the bytes that carried the INFO carried them too):
+        the next read returns them first, with the time they came."""
+        self._unread = arrivals + self._unread
 
     def receive_until_closed(self, *, timeout: float) -> list[protocol.Event]:
         """Everything the server sends until it closes (or a ``receive`` limit is reached)."""
-        return self._read(_UNBOUNDED, timeout, "the server to close the connection")
+        return [e for _, e in self._read(_UNBOUNDED, timeout, "the server to close the connection")]
 
     def closes(self, *, timeout: float) -> tuple[list[protocol.Event], bool]:
         """Whether the server closes the connection, told actively: a probe PING that the server
         answers proves it open without waiting out ``timeout``. Returns what the server sent
         before it closed or answered (the probe's PONG left out), and whether it closed."""
+        out, _ = self.probe(timeout=timeout)
+        return [e for _, e in out], self.closed
+
+    def probe(self, *, timeout: float) -> tuple[list[Arrival], bool]:
+        """Send a PING and read until its PONG, a close or ``timeout``: what the server sent
+        before (the probe's PONG left out), and whether the PONG came (the server is open and
+        answering; neither it nor a close: the server stopped answering)."""
         if not self.closed and not self.broken:
             self.note("probe: PING (a PONG proves the connection open)")
             self.send(PROBE, timeout=timeout)
         out = self._read(_UNBOUNDED, timeout, "the server to close or answer the probe", pong=True)
-        pongs = [i for i, e in enumerate(out) if isinstance(e, protocol.Pong)]
+        pongs = [i for i, (_, e) in enumerate(out) if isinstance(e, protocol.Pong)]
         if pongs:  # the last PONG answers the probe: the server replies in order
             del out[pongs[-1]]
-        return out, self.closed
+        return out, bool(pongs)
 
     def _read(
         self,
@@ -164,29 +193,39 @@ class WireConnection:
         *,
         pong: bool = False,
         enough: Callable[[list[protocol.Event]], bool] | None = None,
-    ) -> list[protocol.Event]:
-        """Read until ``count`` operations are in (or, with ``pong``, a PONG is among them)."""
-        deadline = time.monotonic() + timeout
-        out: list[protocol.Event] = []
+        hold: float = 0.0,
+    ) -> list[Arrival]:
+        """Read until ``count`` operations are in (or, with ``pong``, a PONG is among them, or
+        ``enough`` says what came is enough) and ``hold`` seconds have passed."""
+        now = time.monotonic()
+        deadline, held = now + timeout + hold, now + hold
+        out, self._unread = self._unread, []
         budget = RECEIVE_BUDGET
         self.stopped = self._final
-        while len(out) < count and not self.stopped:
-            if pong and any(isinstance(e, protocol.Pong) for e in out):
-                break
-            if enough is not None and out and enough(out):
+        while not self.stopped:
+            events = [e for _, e in out]
+            done = (
+                len(out) >= count
+                or (pong and any(isinstance(e, protocol.Pong) for e in events))
+                or (enough is not None and bool(out) and enough(events))
+            )
+            now = time.monotonic()
+            if done and now >= held:
                 break
             if budget <= 0:
                 self.stopped = f"stopped reading after {RECEIVE_BUDGET} bytes (flood guard)"
                 self.note(self.stopped)
                 break
-            remaining = deadline - time.monotonic()
+            remaining = (held if done else deadline) - now
             try:
                 if remaining <= 0:
                     raise TimeoutError
                 self._sock.settimeout(remaining)
                 data = self._sock.recv(min(CHUNK, budget))
             except TimeoutError:
-                self.stopped = f"waited {timeout:g} s for {awaited}"
+                if done:  # the hold is over and what was awaited came
+                    continue
+                self.stopped = f"waited {timeout + hold:g} s for {awaited}"
                 self._record("timeout", self.stopped.encode())
                 break
             except OSError as exc:
@@ -195,10 +234,11 @@ class WireConnection:
             if not data:
                 self._peer_closed("connection closed by the server")
                 break
+            came = time.monotonic()
             self._record("recv", data)
             self.raw += data
             budget -= len(data)
-            out.extend(self._keep(self._parser.feed(data), deadline))
+            out += [(came, e) for e in self._keep(self._parser.feed(data), deadline)]
         return out
 
     def _keep(self, events: list[protocol.Event], deadline: float) -> list[protocol.Event]:
@@ -249,16 +289,26 @@ class CaseResult:
     duration_ms: float
     transcript: Transcript | None = None
     greeting_failed: bool = False  # the server did not greet with INFO: no case can run
+    observed: str = ""  # what the server did, canonical (conformance.verdicts.observation)
+    category: str = CONFORMANCE  # robustness: the server crashed or stopped answering
 
 
 class _Verdict(Exception):
     """Ends a script run early with an outcome."""
 
-    def __init__(self, outcome: Outcome, message: str, *, greeting: bool = False) -> None:
+    def __init__(
+        self,
+        outcome: Outcome,
+        message: str,
+        *,
+        greeting: bool = False,
+        category: str = CONFORMANCE,
+    ) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.message = message
         self.greeting = greeting  # the server's greeting broke: later cases cannot run either
+        self.category = category
 
 
 def run_wire_script(
@@ -271,14 +321,19 @@ def run_wire_script(
     ``pass`` when every exchange matches; ``fail`` at the first mismatch ("<field>: <why>") or
     when the server does not greet with INFO (``greeting_failed`` when the script's first
     connection finds it: no other case can run on that server either); ``error`` when the
-    script cannot be run (no connection, an undecodable script).
+    script cannot be run (no connection, an undecodable script). A server that, where the script
+    expects the connection open, answers neither the script nor a probe PING (nor closes) fails
+    in category ``robustness``. ``observed`` is what the server sent on each connection, and
+    whether it closed it.
     """
     started = time.monotonic()
     transcript = Transcript()
     plans = wire_script.connections(wire)
     labelled = len(plans) > 1
     conns: dict[str, WireConnection] = {}
+    seen: dict[str, list[protocol.Event]] = {}
     greeting = False
+    category = CONFORMANCE
     try:
         try:
             deadline = started + CASE_SECONDS + sum(e.get("wait", 0) for e in wire["exchanges"])
@@ -291,6 +346,7 @@ def run_wire_script(
                     )
                 name = wire_script.connection_of(wire, i)
                 conn = conns.get(name)
+                opens = conn is None
                 if conn is None:
                     try:
                         conn = WireConnection.connect(
@@ -308,33 +364,48 @@ def run_wire_script(
                             raise _Verdict("fail", why, greeting=not conns) from exc
                         raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
                     conns[name] = conn
-                    _expect_info(conn, timeout, first=len(conns) == 1, name=name)
+                    seen[name] = []
+                    _expect_info(conn, timeout, first=len(conns) == 1, name=name, seen=seen[name])
                     if server.tls is not None:
                         _start_tls(conn, server, timeout)
-                _run_exchange(conn, exchange, i, timeout)
+                _run_exchange(conn, exchange, i, timeout, opens=opens, seen=seen[name])
         finally:
             for conn in conns.values():
                 conn.close()
         outcome, message = "pass", ""
     except _Verdict as verdict:
         outcome, message = verdict.outcome, verdict.message
-        greeting = verdict.greeting
+        greeting, category = verdict.greeting, verdict.category
     except vectors.Mismatch as exc:
         outcome, message = "error", f"cannot run the wire script: {exc.field}: {exc}"
     except (vectors.BytesError, KeyError, TypeError, ValueError) as exc:
         outcome, message = "error", f"cannot run the wire script: {type(exc).__name__}: {exc}"
     elapsed = (time.monotonic() - started) * 1000
     shown = transcript if transcript.events else None
-    return CaseResult(outcome, message, elapsed, shown, greeting_failed=greeting)
+    observed = observation(
+        {name: wire_script.observed_connection(
+            events, conns[name].closed, wire_script.queue_members(wire, name))
+         for name, events in seen.items()}
+    )  # fmt: skip
+    return CaseResult(
+        outcome, message, elapsed, shown, greeting_failed=greeting, observed=observed,
+        category=category,
+    )  # fmt: skip
 
 
-def _expect_info(wire: WireConnection, timeout: float, *, first: bool, name: str) -> None:
+def _expect_info(
+    wire: WireConnection, timeout: float, *, first: bool, name: str, seen: list[protocol.Event]
+) -> None:
     """The connection's first operation is INFO; otherwise a verdict (``greeting`` when it is
     the script's first connection)."""
     which = "" if first else f"connection {name}: "
-    got = wire.receive(1, timeout=timeout)
+    arrivals = wire.receive_timed(1, timeout=timeout)
+    got = [event for _, event in arrivals]
+    seen += got[:1]
     if got and isinstance(got[0], protocol.Info):
-        wire.raw.clear()
+        # What came with the INFO in the same bytes is the first exchange's, bytes too.
+        del wire.raw[: wire.raw.index(b"\n") + 1]
+        wire.give_back(arrivals[1:])
         return
     if not got and wire.closed:
         why = f"the connection ended before the server sent INFO ({wire.stopped})"
@@ -355,21 +426,37 @@ def _start_tls(wire: WireConnection, server: RunningServer, timeout: float) -> N
 
 
 def _run_exchange(
-    wire: WireConnection, exchange: dict[str, Any], index: int, timeout: float
+    wire: WireConnection,
+    exchange: dict[str, Any],
+    index: int,
+    timeout: float,
+    *,
+    opens: bool,
+    seen: list[protocol.Event],
 ) -> None:
+    """Run one exchange; what the server sent in it goes on ``seen``, a mismatch is a verdict.
+
+    A ``wait`` is watched whole: the runner reads for all of it, and where the script expects the
+    connection open afterwards, a probe PING proves it still open and answering at its end."""
     path = f"wire.exchanges[{index}]"
     if wire.closed:
         raise _Verdict("fail", f"{path}: the server closed the connection before this exchange")
-    wire.raw.clear()
+    if not opens:  # the opening exchange's raw bytes are what came after the INFO
+        wire.raw.clear()
     data = vectors.decode_bytes(exchange.get("send", ""), f"{path}.send")
     if data:
         wire.send(data, timeout=timeout)
-    within = timeout + exchange.get("wait", 0)
+    clock = wire.opened if opens else time.monotonic()
+    wait = exchange.get("wait", 0)
     if "expect_bytes" in exchange:
         size = len(vectors.decode_bytes(exchange["expect_bytes"], f"{path}.expect_bytes"))
-        received = wire.receive(_UNBOUNDED, timeout=within, enough=lambda _: len(wire.raw) >= size)
+        count = _UNBOUNDED
+
+        def enough(_: list[protocol.Event]) -> bool:
+            return len(wire.raw) >= size
     else:
         patterns = exchange["expect"]
+        count = len(patterns)
 
         def enough(got: list[protocol.Event]) -> bool:  # every pattern met, optional ones too
             return wire_script.compare_exchange(
@@ -377,12 +464,31 @@ def _run_exchange(
                 index, got, wire.closed, "",
             ) is None  # fmt: skip
 
-        received = wire.receive(len(patterns), timeout=within, enough=enough)
-    if exchange["then"] == "closed":
-        received += wire.closes(timeout=timeout)[0]
+    arrivals = wire.receive_timed(count, timeout=timeout + wait, enough=enough, hold=wait)
+    probed = exchange["then"] == "closed" or wait > 0
+    answered = True
+    if probed:  # a close is told by a probe; so is being open (and answering) after a wait
+        more, answered = wire.probe(timeout=timeout)
+        arrivals += more
+    received = [event for _, event in arrivals]
+    seen += received
+    arrived_ms = [(at - clock) * 1000 for at, _ in arrivals]
     mismatch = wire_script.compare_exchange(
-        exchange, index, received, wire.closed, "the server", bytes(wire.raw)
+        exchange, index, received, wire.closed, "the server", bytes(wire.raw), arrived_ms
     )
-    if mismatch is not None:
-        ending = f"; {wire.stopped}" if wire.stopped else ""
-        raise _Verdict("fail", f"{mismatch.field}: {mismatch}{ending}")
+    if mismatch is None:
+        return
+    ending = f"; {wire.stopped}" if wire.stopped else ""
+    message = f"{mismatch.field}: {mismatch}{ending}"
+    if exchange["then"] == "open" and not wire.closed and not wire.broken:
+        if not probed:  # whether the server still answers, and what else it sent first
+            more, answered = wire.probe(timeout=timeout)
+            seen += [event for _, event in more]
+        if not answered and not wire.closed and not wire.broken:  # silent, not broken
+            raise _Verdict(
+                "fail",
+                f"{message}; the server stopped answering: no PONG to a probe PING, and the "
+                f"connection is still open ({wire.stopped})",
+                category=ROBUSTNESS,
+            )
+    raise _Verdict("fail", message)
