@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Verdict
+from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Verdict, gates
 from nats_conformance.harness.results import ResultRow, bounded
 
 Judged = Sequence[tuple[ResultRow, Verdict]]
@@ -47,7 +47,7 @@ def _verdict_note(row: ResultRow, verdict: Verdict) -> str:
         return f"[{row.level}, in the baseline] "
     if verdict is Verdict.STALE:
         return f"[{row.level}, in the baseline but passes: the baseline is stale] "
-    gating = row.level == GATING_LEVEL and row.outcome in FAILING
+    gating = gates(row) and row.outcome in FAILING
     return f"[{row.level}{', gating' if gating else ''}] "
 
 

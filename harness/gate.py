@@ -1,8 +1,9 @@
 """The CI gate: which outcomes fail a run, and the expected-failures baseline.
 
-Only `must` cases can fail the gate; `should`, `may` and `info` outcomes are recorded and
-reported, never gating. A `must` case that fails (or cannot be run: `error`) fails the gate
-unless the baseline lists it for that implementation and version. A listed case that passes
+Only `must` cases can fail the gate, and a crash or a hang (category robustness) on a case of
+any level; other `should`, `may` and `info` outcomes are recorded and reported, never gating.
+A gating row that fails (or cannot be run: `error`) fails the gate unless the baseline lists it
+for that implementation and version. A listed case that passes
 fails the gate too, so the baseline cannot go stale; `update` rewrites it from a run.
 
 The baseline is keyed by what runs, not by where it runs: {implementation: {version: {case_id:
@@ -132,7 +133,7 @@ class Baseline:
 
     def verdict(self, row: ResultRow) -> Verdict:
         entry = self.entry(row.target, row.target_version, row.case_id)
-        if row.level != GATING_LEVEL:
+        if not gates(row):
             return Verdict.OK
         if row.outcome in FAILING:
             return Verdict.EXPECTED if entry is not None else Verdict.UNEXPECTED
@@ -151,7 +152,7 @@ class Baseline:
         fresh: dict[tuple[str, str], dict[str, Entry]] = {}
         for row in rows:
             entries = fresh.setdefault((implementation(row.target), row.target_version), {})
-            if row.level == GATING_LEVEL and row.outcome in FAILING:
+            if gates(row) and row.outcome in FAILING:
                 entries[row.case_id] = _deviation(reason_of(row), statement(row.case_id))
         kept = {
             (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
@@ -199,6 +200,12 @@ def _dumps(expected: Entries) -> str:
         + table(impls, "  ")
         + "\n}\n"
     )
+
+
+def gates(row: ResultRow) -> bool:
+    """Whether a row's failure can fail the gate: a ``must`` case's, or a crash or hang on any
+    case (robustness needs no document to say so)."""
+    return row.level == GATING_LEVEL or row.category == ROBUSTNESS
 
 
 def cited_statement(cases: Iterable[Case]) -> Callable[[str], str | None]:

@@ -301,10 +301,11 @@ def test_the_shipped_baseline_is_format_3_classed_and_names_its_versions() -> No
     for impl, versions in baseline.expected.items():
         assert ANY_VERSION not in versions, impl
         for entries in versions.values():
-            for case_id in entries:
-                # Only must cases gate: an entry for any other level would hide nothing real.
+            for case_id, entry in entries.items():
+                # Only must cases and crashes gate: any other entry would hide nothing real.
                 case = cases.get(case_id.partition("@")[0])
-                assert case is None or case.level == "must", (impl, case_id)
+                gating = case is None or case.level == "must" or entry["reason"] == "robustness"
+                assert gating, (impl, case_id)
 
 
 def test_a_missing_baseline_is_an_error_unless_it_may_be_created(tmp_path: Path) -> None:
@@ -403,3 +404,18 @@ def test_rows_that_did_not_pass_get_their_details_in_a_side_file(tmp_path: Path)
     }
     assert [r.case_id for r in read_rows(tmp_path / "r.jsonl")] == ["c.1", "c.2", "c.3"]
     assert details_path(Path("out/results-x.jsonl")) == Path("out/results-x.details.ndjson")
+
+
+@pytest.mark.parametrize("level", ["must", "should", "may", "info"])
+def test_a_crash_or_hang_gates_at_every_level_and_its_entry_says_robustness(level: str) -> None:
+    crashed = replace(ROW, level=level, category=ROBUSTNESS)
+    assert Baseline().verdict(crashed) is Verdict.UNEXPECTED
+    updated = Baseline().updated([crashed])
+    assert updated.expected["nats-server"]["2.15.1"]["c.1"] == {
+        "class": "deviation",
+        "reason": "robustness",
+    }
+    assert updated.verdict(crashed) is Verdict.EXPECTED
+    assert Baseline().verdict(replace(crashed, category="conformance")) is (
+        Verdict.UNEXPECTED if level == "must" else Verdict.OK
+    )
