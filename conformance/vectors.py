@@ -66,9 +66,11 @@ MAX_FILE_SIZE = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
-# JSON beside the vector files that is not one: the schemas, and the index of the documents'
-# statements the cases cite (conformance/requirements.py).
-NOT_VECTORS = frozenset({"schema.json", "requirements.json", "requirements.schema.json"})
+# JSON beside the vector files that is not one: the schemas, the index of the documents'
+# statements the cases cite (conformance/requirements.py) and their levels (conformance/levels.py).
+NOT_VECTORS = frozenset(
+    {"schema.json", "requirements.json", "requirements.schema.json", "levels.json"}
+)
 
 
 @dataclass(frozen=True)
@@ -312,7 +314,25 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
                 continue
             seen[case.id] = case.file
             result.cases.append(case)
+    result.problems.extend(alias_problems(result.cases))
     return result
+
+
+def alias_problems(cases: list[Case]) -> list[Problem]:
+    """An alias (a former id, kept so baselines and history carry over) that is another case's
+    id or alias: it would carry one case's history over to another."""
+    owners: dict[str, Case] = {}
+    for case in cases:
+        owners.setdefault(case.id, case)
+    problems = []
+    for case in cases:
+        for i, alias in enumerate(case.data.get("aliases", [])):
+            owner = owners.setdefault(alias, case)
+            if owner is not case:
+                what = "the id" if alias == owner.id else "an alias"
+                message = f"{alias!r} is {what} of case {owner.id} (in {owner.file})"
+                problems.append(Problem(case.file, case.id, f"aliases[{i}]", message))
+    return problems
 
 
 @cache

@@ -12,7 +12,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nats_conformance.conformance import requirements, vectors
+from nats_conformance.conformance import levels, requirements, vectors
 from nats_conformance.harness.console import Progress, summary
 from nats_conformance.harness.gate import (
     SHIPPED_BASELINE,
@@ -53,9 +53,12 @@ def _check(args: argparse.Namespace) -> int:
         print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
         return 2
     loaded = vectors.load_all(paths)
-    problems = list(loaded.problems)
-    documents = _documents(args.spec)
     statements = requirements.bundled_index()
+    # Every case is held to the bundled levels, whatever files are checked.
+    statement_levels = levels.bundled_levels()
+    level_file = levels.levels_problems(statement_levels, statements, str(levels.LEVELS_PATH))
+    problems = [*loaded.problems, *level_file]
+    documents = _documents(args.spec)
     if documents is None:
         print("quotes not checked: no specification directory (give --spec DIR)")
     passed: Counter[str] = Counter()
@@ -65,6 +68,7 @@ def _check(args: argparse.Namespace) -> int:
             vectors.citation_problem(case, documents) if documents is not None else None
         )
         found = [problem] if problem else requirements.citation_problems(case, statements)
+        found += levels.case_problems(case, statements, statement_levels)
         if not found:
             passed[case.group] += 1
         else:
@@ -80,7 +84,7 @@ def _check(args: argparse.Namespace) -> int:
             total = passed[group] + failed[group]
             print(f"{group:<{width}}  {total:>6}  {passed[group]:>6}  {failed[group]:>6}")
     n_pass, n_fail = sum(passed.values()), sum(failed.values())
-    file_problems = len(loaded.problems)
+    file_problems = len(loaded.problems) + len(level_file)
     print(
         f"vectors check: {n_pass + n_fail} cases in {len(groups)} groups: "
         f"{n_pass} passed, {n_fail} failed, {file_problems} file problems"

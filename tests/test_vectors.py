@@ -76,6 +76,7 @@ GOOD_CASE = {
     "id": "t.ping",
     "description": "PING parses",
     "source": {"document": "client-protocol.txt", "section": "PING/PONG"},
+    "requirements": ["client-protocol.ping-pong.5866ac60"],  # PING's syntax: must for both roles
     "level": "must",
     "roles": ["reference"],
     "kind": "protocol.parse",
