@@ -220,6 +220,45 @@ def test_a_survival_row_follows_its_vector(case: vectors.Case) -> None:
         assert [s.level for s in hmsg.row_specs(_at(case, level))] == [level, level]
 
 
+def _observation_sample() -> list[vectors.Case]:
+    """Cases every client path asks, with the ones whose observation has the most room to vary:
+    blocks the documents reject, server bytes with errors or -ERRs, invalid subjects."""
+    asked = [
+        case
+        for kind, paths in client_vectors.PATHS.items()
+        for path in paths
+        for case in [c for c in _of(kind) if path.applies(c) and path.limit(c) is None][:3]
+    ]
+    troubled = [
+        case
+        for case in _of("protocol.parse")
+        if any("error" in e or e.get("op") == "-ERR" for e in case.data["expect"]["events"])
+    ]
+    invalid = [case for case in _of("subject.validate") if not case.data["expect"]["valid"]]
+    chosen = asked + REJECTED_BLOCKS[:4] + troubled[:6] + invalid[:6]
+    return list({case.id: case for case in chosen}.values())
+
+
+# Kinds whose paths nats-py's driver asks without a missing capability.
+NATS_PY_OBSERVED = {"headers.parse", "headers.encode", "subject.validate", "protocol.encode",
+                    "protocol.parse"}  # fmt: skip
+
+
+def test_two_runs_observe_the_same() -> None:
+    """The same vectors against the same library twice: every row's observation is the same
+    (no inbox names, ports, times or addresses in it), and the judged rows observed something."""
+    sample = _observation_sample()
+    with open_client(REFERENCE_CLIENT) as client:
+        runs = [{r.case_id: r.observed for r in client_vectors.run_client_vectors(client, sample)}
+                for _ in range(2)]  # fmt: skip
+    assert runs[0].keys() == runs[1].keys()
+    differing = {k: (runs[0][k], runs[1][k]) for k in runs[0] if runs[0][k] != runs[1][k]}
+    assert not differing, differing
+    observed = {case.kind for case in sample for row, seen in runs[0].items()
+                if seen and row.startswith(case.id + "@")}  # fmt: skip
+    assert observed >= NATS_PY_OBSERVED
+
+
 HOST_CLIENTS = [spec for spec, _ in available_clients() if spec.startswith("client:")]
 
 
