@@ -404,6 +404,46 @@ def test_every_headers_op_vector_reads_the_protocols_absent_answer() -> None:
     assert absent > 0
 
 
+# --- the connection after a block the documents reject -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "errors", "outcome"),
+    [
+        ("usable", [], "pass"),
+        ("closed", [], "pass"),  # closing, even silently, is the library's choice
+        ("closed", [{"event": "error", "message": "bad header"}], "pass"),
+        ("answers", [], "fail"),  # the valid message after the block was lost
+        ("answers", [{"event": "error", "message": "bad header"}], "fail"),
+        ("silent", [], "fail"),  # no message, no PONG, no close: hung
+    ],
+)
+def test_survival(state: str, errors: list[dict[str, str]], outcome: str) -> None:
+    assert client_vectors._survival(state, errors, 1.0).outcome == outcome
+
+
+# --- observations hold no run's particulars ----------------------------------------------------
+
+
+@given(
+    st.integers(1024, 65535),
+    st.integers(0, 10**6),
+    st.integers(0, 2**48),
+    st.datetimes(),
+)
+def test_steady_words_do_not_change_between_runs(
+    port: int, ms: int, address: int, when: object
+) -> None:
+    def said(port: int, ms: int, address: int, when: object) -> str:
+        return judge.steady(
+            f"nats: connection to nats://127.0.0.1:{port} closed after {ms}ms "
+            f"(<Subscription object at 0x{address:012x}>) at {when}Z, waited {ms / 1000} s"
+        )
+
+    assert said(port, ms, address, when) == said(4222, 1, 2**40, "2000-01-01 00:00:00")
+    assert judge.steady("invalid subject 'foo bar'") == "invalid subject 'foo bar'"
+
+
 # --- what the library's own validator says is an observation -----------------------------------
 
 
