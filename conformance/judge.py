@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nats_conformance.conformance import headers, protocol, subjects
-from nats_conformance.conformance.verdicts import derived_level
+from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS, derived_level
 
 Outcome = Literal["pass", "fail"]
 SHOWN = 300  # characters of one value a message shows
@@ -37,6 +37,9 @@ class Judgement:
     # What the implementation did, as plain data for conformance.verdicts.observation (None:
     # nothing observed beyond the outcome).
     observed: Any = None
+    # robustness: the implementation hung or lost its footing (conformance.verdicts.settle fails
+    # it at every level); conformance: it did or did not do what the documents say.
+    category: str = CONFORMANCE
 
 
 @dataclass(frozen=True)
@@ -346,8 +349,8 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
     connection (the server closes it); of a client they say only that after a closing -ERR "the
     client should clean up relevant resources", which the wire cannot show. So whether a client
     closes the connection or reports an error after bad bytes or an -ERR is recorded in the
-    observation, not judged. A client that keeps the connection after an -ERR that leaves it
-    open must still answer the PING after it.
+    observation, not judged; a client that does none of that and does not answer the PING after
+    the bytes either has hung (a robustness failure, whatever the case's level).
     """
     from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
 
@@ -359,12 +362,14 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
     if got.pongs < pings:
         problems.append(f"answered {got.pongs} of {pings} PING(s)")
     alive = got.probed and got.pongs > pings and not got.closed
-    if error is not None or True in errs:
-        pass  # the connection's fate is the client's choice: observed
-    elif errs:
-        if not got.closed and got.probed and not alive:
-            problems.append("kept the connection after an -ERR that leaves it open, but did not "
-                            "answer the PING after it")  # fmt: skip
+    hung = False
+    if error is not None or errs:
+        # The connection's fate is the client's choice (observed); doing nothing visible at all,
+        # neither closing, reporting nor answering the PING after the bytes, is a hang.
+        hung = got.probed and not (alive or got.closed or got.errors)
+        if hung:
+            problems.append("hung: it neither closed the connection, reported an error nor "
+                            "answered the PING sent after the bytes")  # fmt: skip
     elif expect.get("incomplete", False):
         if got.closed:
             problems.append("closed the connection on an operation that had not ended yet")
@@ -379,7 +384,7 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
         "usable": alive,
     }
     if problems:
-        return _fail("; ".join(problems), observed)
+        return Judgement("fail", "; ".join(problems), observed, ROBUSTNESS if hung else CONFORMANCE)
     said = f"; reported {'; '.join(got.errors)}" if got.errors else ""
     ended = "closed" if got.closed else ("usable" if alive else "open")
     return _pass(

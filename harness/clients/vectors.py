@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nats_conformance.conformance import headers, judge, protocol, vectors
 from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
-from nats_conformance.conformance.verdicts import derived_level, observation
+from nats_conformance.conformance.verdicts import ROBUSTNESS, derived_level, observation
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients.checks import (
@@ -310,7 +310,7 @@ def _survival(state: str, errors: list[dict[str, Any]], waited: float) -> Judgem
     documents do not say what a client does with such a block from a server: closing the
     connection, dropping the message or reporting an error is the library's choice (observed).
     Losing the valid message after it on a connection that still answers, or a connection that
-    neither delivers, answers a PING nor closes (a hang), is not."""
+    neither delivers, answers a PING nor closes (a hang), is a robustness failure."""
     said = "; ".join(str(e.get("message")) for e in errors) or "no error reported"
     if state == "usable":
         return Judgement("pass", "the connection stayed usable (the next message arrived)")
@@ -321,11 +321,13 @@ def _survival(state: str, errors: list[dict[str, Any]], waited: float) -> Judgem
             "fail",
             f"the connection answers a PING, but the valid message sent after the block never "
             f"arrived within {waited:.2g} s ({said})",
+            category=ROBUSTNESS,
         )
     return Judgement(
         "fail",
         f"the library hung: within {waited:.2g} s the next message did not arrive, a PING got "
         f"no PONG and the connection stayed open ({said})",
+        category=ROBUSTNESS,
     )
 
 
@@ -658,6 +660,7 @@ def _result(
     message: str,
     ms: float,
     transcript: str = "",
+    *,
     observed: str = "",
 ) -> CheckResult:
     description = f"{how} (vector {case.id}): {case.data['description']}"
@@ -698,7 +701,9 @@ def _run_case(
             outcome, message = ending.outcome, ending.message
         else:
             outcome, message = "error", "the path gave no verdict for this row"
-        out.append(_result(case, spec, path.how, outcome, message, ms, r.s.transcript, observed))
+        out.append(
+            _result(case, spec, path.how, outcome, message, ms, r.s.transcript, observed=observed)
+        )
     return out
 
 
