@@ -220,19 +220,19 @@ def judge_encoded_block(expect: dict[str, Any], got: bytes | Rejected) -> Judgem
     observed = view(got) if isinstance(got, Rejected) else {"block": view(got)}
     if "error" in expect:
         if isinstance(got, Rejected):
-            return Judgement("pass", f"refused ({expect['error']} expected): {got.detail}",
-                             observed)  # fmt: skip
-        return Judgement("fail", f"encoded headers the documents refuse ({expect['error']}) as "
-                                 f"{_short(got)}", observed)  # fmt: skip
+            return _pass(f"refused ({expect['error']} expected): {got.detail}", observed)
+        return _fail(
+            f"encoded headers the documents refuse ({expect['error']}) as {_short(got)}", observed
+        )
     if isinstance(got, Rejected):
-        return Judgement("fail", f"refused headers the documents allow: {got.detail}", observed)
+        return _fail(f"refused headers the documents allow: {got.detail}", observed)
     from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
 
     want = decode_bytes(expect["block"], "expect.block")
     note = same_block(want, got)
     if note is None:
-        return Judgement("fail", f"block {_short(got)}, documents {_short(want)}", observed)
-    return Judgement("pass", f"block {_short(got)}{note}", observed)
+        return _fail(f"block {_short(got)}, documents {_short(want)}", observed)
+    return _pass(f"block {_short(got)}{note}", observed)
 
 
 def judge_header_op(
