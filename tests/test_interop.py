@@ -324,6 +324,20 @@ def test_under_places_subject_and_reply_below_the_prefix() -> None:
     assert Message("a").under("p").reply is None
 
 
+tokens = st.lists(st.text("abcXYZ019-_", min_size=1, max_size=4), max_size=3).map(".".join)
+
+
+@given(tokens, st.one_of(st.none(), tokens))
+def test_relative_undoes_under(subject: str, reply: str | None) -> None:
+    """What a library reported, read back in the vector's terms; a subject outside the prefix
+    (a library's own inbox) stays as it is."""
+    prefix = "interop.p1.c0.t0k3n"
+    message = Message(subject, reply)
+    assert message.under(prefix).relative(prefix) == message
+    assert interop.relative(prefix, "_INBOX.abc") == "_INBOX.abc"
+    assert interop.relative(prefix, prefix + "x.y") == prefix + "x.y"  # not below it
+
+
 def test_a_receiver_finds_losses_and_duplicates_at_any_member() -> None:
     sent = [Message("s", payload=p) for p in (b"job-0", b"job-1", b"job-2")]
     spread = [(0, sent[0]), (1, sent[1]), (1, sent[2])]
