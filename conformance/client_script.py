@@ -175,10 +175,19 @@ def op_problems(pattern: dict[str, Any], op: dict[str, Any], path: str) -> list[
     if "options" in pattern:
         problems += option_problems(pattern["options"], op.get("options", {}))
     if "block" in pattern:
-        parsed = headers.parse_block(op.get("headers") or b"")
-        if parsed != block_of(pattern["block"]):
-            problems.append(f"header block {op.get('headers')!r} parses to {excerpt(parsed, 200)}")
+        problems += _block_problems(pattern["block"], op.get("headers") or b"")
     return problems
+
+
+def _block_problems(block: dict[str, Any], sent: bytes) -> list[str]:
+    """The header bytes a client sent against a pattern's block, by the one comparison of
+    encoded blocks (``conformance.judge.same_block``)."""
+    want = headers.encode_block(block_of(block))
+    if isinstance(want, headers.HeaderError):
+        return [f"the pattern's block cannot be encoded ({want.reason}: {want.detail})"]
+    if judge.same_block(want, sent) is None:
+        return [f"header block {sent!r} parses to {excerpt(headers.parse_block(sent), 200)}"]
+    return []
 
 
 def saved_values(pattern: dict[str, Any], found: dict[str, Any]) -> dict[str, str]:

@@ -38,6 +38,14 @@ def under(prefix: str, relative: str) -> str:
     return f"{prefix}.{relative}" if relative else prefix
 
 
+def relative(prefix: str, subject: str) -> str:
+    """The inverse of ``under``: ``subject`` relative to ``prefix``; one outside it as it is (a
+    library's own inbox)."""
+    if subject == prefix:
+        return ""
+    return subject[len(prefix) + 1 :] if subject.startswith(prefix + ".") else subject
+
+
 @dataclass(frozen=True)
 class Message:
     """One message: subject and reply relative to the case's prefix until ``under`` places them."""
@@ -50,6 +58,11 @@ class Message:
     def under(self, prefix: str) -> Message:
         reply = None if self.reply is None else under(prefix, self.reply)
         return replace(self, subject=under(prefix, self.subject), reply=reply)
+
+    def relative(self, prefix: str) -> Message:
+        """The inverse of ``under`` (what a library reported, in the vector's terms)."""
+        reply = None if self.reply is None else relative(prefix, self.reply)
+        return replace(self, subject=relative(prefix, self.subject), reply=reply)
 
     def to_vector(self) -> dict[str, Any]:
         out: dict[str, Any] = {"subject": self.subject}

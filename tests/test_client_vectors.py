@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -12,6 +13,8 @@ from hypothesis import strategies as st
 
 from nats_conformance.conformance import headers, judge, names, protocol, subjects, vectors
 from nats_conformance.conformance.judge import Malformed, Rejected
+from nats_conformance.conformance.verdicts import LEVELS, level_rank
+from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import vectors as client_vectors
 from nats_conformance.harness.clients.checks import CheckResult
 from nats_conformance.harness.clients.targets import ClientError, available_clients, open_client
@@ -23,6 +26,9 @@ REFERENCE_CLIENT = "client:nats-py"
 
 def _of(kind: str) -> list[vectors.Case]:
     return [case for case in CLIENT_CASES if case.kind == kind]
+
+
+REJECTED_BLOCKS = [case for case in _of("headers.parse") if "error" in case.data["expect"]]
 
 
 # --- the judge agrees with the reference: its own answers pass every vector -----------------
@@ -163,11 +169,94 @@ def test_nats_py_known_behaviour(nats_py_rows: list[CheckResult]) -> None:
     assert not_reached and all(r.outcome == "skip" for r in not_reached)
 
 
-def test_invalid_blocks_get_a_must_survival_row(nats_py_rows: list[CheckResult]) -> None:
-    survival = [r for r in nats_py_rows if r.case_id.endswith("@hmsg-survives")]
-    invalid = [c for c in _of("headers.parse") if "error" in c.data["expect"]]
-    assert len(survival) >= len(invalid) > 0
-    assert {r.level for r in survival} == {"must"}
+def test_invalid_blocks_get_a_survival_row_at_their_level(nats_py_rows: list[CheckResult]) -> None:
+    survival = {r.case_id: r for r in nats_py_rows if r.case_id.endswith("@hmsg-survives")}
+    assert len(survival) >= len(REJECTED_BLOCKS) > 0
+    for case in REJECTED_BLOCKS:
+        assert survival[f"{case.id}@hmsg-survives"].level == case.level
+
+
+def test_no_row_is_above_its_vector(nats_py_rows: list[CheckResult]) -> None:
+    """Every row a client vector gives, run for real: never stricter than the vector."""
+    level = {case.id: case.level for case in CLIENT_CASES}
+    for row in nats_py_rows:
+        vector = level[row.case_id.split("@")[0]]
+        assert level_rank(row.level) >= level_rank(vector), (row.case_id, row.level, vector)
+
+
+def test_every_client_row_observes_what_it_judged(nats_py_rows: list[CheckResult]) -> None:
+    """A row that judged what the library did says what that was; a skip observed nothing.
+    (Rows of client scripts, ids without a path, and of the JetStream path are
+    harness.clients.scripts' and harness.clients.jetstream's to fill.)"""
+    for row in nats_py_rows:
+        path = row.case_id.partition("@")[2]
+        if row.outcome in ("pass", "fail") and path not in ("", client_jetstream.SUFFIX):
+            assert row.observed, row.case_id
+        if row.outcome == "skip":
+            assert row.observed == "", row.case_id
+
+
+def _at(case: vectors.Case, level: str) -> vectors.Case:
+    return replace(case, data={**case.data, "level": level})
+
+
+@given(st.sampled_from(CLIENT_CASES), st.sampled_from(LEVELS))
+def test_a_derived_row_is_never_above_its_vector(case: vectors.Case, level: str) -> None:
+    """Whatever a vector's level, every row any path gives for it (the path's own row, a
+    survival row, a validator's observation) is at that level or below."""
+    case = _at(case, level)
+    specs = [spec for path in client_vectors.PATHS.get(case.kind, ()) for spec in
+             path.row_specs(case)]  # fmt: skip
+    for spec in specs:
+        assert level_rank(spec.level) >= level_rank(level), (case.id, spec)
+
+
+@pytest.mark.parametrize("case", REJECTED_BLOCKS[:3], ids=lambda c: c.id)
+def test_a_survival_row_follows_its_vector(case: vectors.Case) -> None:
+    """The survival row of a block the documents reject is at the vector's level: an info
+    vector's is info, not must."""
+    for level in LEVELS:
+        [hmsg] = [p for p in client_vectors.PATHS["headers.parse"] if p.name == "hmsg"]
+        assert [s.level for s in hmsg.row_specs(_at(case, level))] == [level, level]
+
+
+def _observation_sample() -> list[vectors.Case]:
+    """Cases every client path asks, with the ones whose observation has the most room to vary:
+    blocks the documents reject, server bytes with errors or -ERRs, invalid subjects."""
+    asked = [
+        case
+        for kind, paths in client_vectors.PATHS.items()
+        for path in paths
+        for case in [c for c in _of(kind) if path.applies(c) and path.limit(c) is None][:3]
+    ]
+    troubled = [
+        case
+        for case in _of("protocol.parse")
+        if any("error" in e or e.get("op") == "-ERR" for e in case.data["expect"]["events"])
+    ]
+    invalid = [case for case in _of("subject.validate") if not case.data["expect"]["valid"]]
+    chosen = asked + REJECTED_BLOCKS[:4] + troubled[:6] + invalid[:6]
+    return list({case.id: case for case in chosen}.values())
+
+
+# Kinds whose paths nats-py's driver asks without a missing capability.
+NATS_PY_OBSERVED = {"headers.parse", "headers.encode", "subject.validate", "protocol.encode",
+                    "protocol.parse"}  # fmt: skip
+
+
+def test_two_runs_observe_the_same() -> None:
+    """The same vectors against the same library twice: every row's observation is the same
+    (no inbox names, ports, times or addresses in it), and the judged rows observed something."""
+    sample = _observation_sample()
+    with open_client(REFERENCE_CLIENT) as client:
+        runs = [{r.case_id: r.observed for r in client_vectors.run_client_vectors(client, sample)}
+                for _ in range(2)]  # fmt: skip
+    assert runs[0].keys() == runs[1].keys()
+    differing = {k: (runs[0][k], runs[1][k]) for k in runs[0] if runs[0][k] != runs[1][k]}
+    assert not differing, differing
+    observed = {case.kind for case in sample for row, seen in runs[0].items()
+                if seen and row.startswith(case.id + "@")}  # fmt: skip
+    assert observed >= NATS_PY_OBSERVED
 
 
 HOST_CLIENTS = [spec for spec, _ in available_clients() if spec.startswith("client:")]
@@ -227,6 +316,166 @@ def _reaction(*delivered: judge.Delivery, pongs: int = 1, closed: bool = False) 
     return judge.Reaction(delivered, pongs, (), closed, probed=True)
 
 
+# --- one byte comparison of encoded header blocks, on every path --------------------------------
+
+ONE_HEADER = {"block": "NATS/1.0\r\nBar: Baz\r\n\r\n"}
+
+
+@pytest.mark.parametrize(
+    ("sent", "outcome"),
+    [
+        (b"NATS/1.0\r\nBar: Baz\r\n\r\n", "pass"),
+        (b"NATS/1.0\r\nBar:Baz\r\n\r\n", "pass"),  # ADR-4: "optional leading whitespace"
+        (b"NATS/1.0\r\nBar:\tBaz  \r\n\r\n", "pass"),  # ... "and optional trailing whitespace"
+        (b"NATS/1.0\r\nbar: Baz\r\n\r\n", "fail"),  # APPEND "is case-preserving"
+        (b"NATS/1.0\r\nBar: baz\r\n\r\n", "fail"),
+        (b"NATS/1.0\r\nBar : Baz\r\n\r\n", "fail"),  # "No spaces ... between the name and colon"
+        (b"NATS/1.0 503\r\nBar: Baz\r\n\r\n", "fail"),
+        (b"NATS/1.0\r\nBar: Baz\r\n", "fail"),
+    ],
+)
+def test_every_path_judges_encoded_headers_alike(sent: bytes, outcome: str) -> None:
+    """The library's encoder (encode), its publish (hpub), its HPUB through the protocol path
+    (send) and a client script's block: one comparison, one answer for the same bytes."""
+    from nats_conformance.conformance import client_script
+
+    assert judge.judge_encoded_block(ONE_HEADER, sent).outcome == outcome
+    want = vectors.decode_bytes(ONE_HEADER["block"])
+    asked = protocol.HPub("s", None, want, b"")
+    as_sent = judge.judge_sent_op({"bytes": ""}, asked, protocol.HPub("s", None, sent, b""))
+    assert as_sent.outcome == outcome, as_sent.message
+    pattern = {"op": "HPUB", "block": {"headers": [["Bar", "Baz"]]}}
+    problems = client_script.op_problems(pattern, {"op": "HPUB", "headers": sent}, "sent[0]")
+    assert (not problems) == (outcome == "pass"), problems
+
+
+@given(pairs, st.randoms())
+def test_the_encoded_comparison_takes_any_key_order_and_spacing(fields, rnd) -> None:  # type: ignore[no-untyped-def]
+    want = headers.encode_block(headers.HeaderBlock(None, None, tuple(fields)))
+    assert isinstance(want, bytes)
+    keys = list(dict.fromkeys(name for name, _ in fields))
+    rnd.shuffle(keys)
+    spaces = ("", " ", "\t")  # ADR-4's optional whitespace around a value
+    lines = [k + ":" + rnd.choice(spaces) + v + rnd.choice(spaces) + "\r\n"
+             for k in keys for name, v in fields if name == k]  # fmt: skip
+    got = ("NATS/1.0\r\n" + "".join(lines) + "\r\n").encode()
+    assert judge.same_block(want, got) is not None
+
+
+@pytest.mark.parametrize(
+    ("case", "headers_given", "answer", "outcome"),
+    [
+        ("sensitive", [], None, "pass"),  # absent: the protocol's null, ADR-4's ""
+        ("sensitive", [], "", "pass"),
+        ("sensitive", [["foo", "1"]], None, "pass"),  # case-sensitive: Foo is absent
+        ("insensitive", [["foo", "1"]], None, "fail"),  # present: null is not "1"
+        ("sensitive", [["Foo", ""]], None, "fail"),  # an empty value is not an absent key
+        ("sensitive", [["Foo", ""]], "", "pass"),
+    ],
+)
+def test_get_of_an_absent_key(
+    case: str, headers_given: list[list[str]], answer: str | None, outcome: str
+) -> None:
+    inp = {"headers": headers_given, "case": case, "op": "get", "key": "Foo"}
+    want = headers.Headers((k, v) for k, v in headers_given)
+    expect = {"value": want.get("Foo", case_sensitive=case == "sensitive")}
+    assert judge.judge_header_op(inp, expect, {"value": answer}).outcome == outcome
+
+
+def test_values_of_an_absent_key_may_be_null() -> None:
+    inp = {"headers": [], "case": "sensitive", "op": "values", "key": "Foo"}
+    assert judge.judge_header_op(inp, {"values": []}, {"values": None}).outcome == "pass"
+
+
+def test_every_headers_op_vector_reads_the_protocols_absent_answer() -> None:
+    """The headers.op vectors expect "" for GET of an absent key, drivers answer null: the judge
+    reads the two alike, so a driver following the protocol passes every GET vector the
+    reference passes."""
+    gets = [case for case in _of("headers.op") if case.data["input"]["op"] == "get"]
+    absent = 0
+    for case in gets:
+        inp = case.data["input"]
+        h = headers.Headers((k, v) for k, v in inp["headers"])
+        sensitive = inp["case"] == "sensitive"
+        found = h.values(inp["key"], case_sensitive=sensitive)
+        answer = h.get(inp["key"], case_sensitive=sensitive) if found else None
+        absent += not found
+        assert judge.judge_header_op(inp, case.data["expect"], {"value": answer}).outcome == "pass"
+    assert absent > 0
+
+
+# --- the connection after a block the documents reject -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "errors", "outcome"),
+    [
+        ("usable", [], "pass"),
+        ("closed", [], "pass"),  # closing, even silently, is the library's choice
+        ("closed", [{"event": "error", "message": "bad header"}], "pass"),
+        ("answers", [], "fail"),  # the valid message after the block was lost
+        ("answers", [{"event": "error", "message": "bad header"}], "fail"),
+        ("silent", [], "fail"),  # no message, no PONG, no close: hung
+    ],
+)
+def test_survival(state: str, errors: list[dict[str, str]], outcome: str) -> None:
+    judged = client_vectors._survival(state, errors, 1.0)
+    assert judged.outcome == outcome
+    # What fails is the library losing its footing: robustness, at whatever level.
+    assert judged.category == ("robustness" if outcome == "fail" else "conformance")
+
+
+# --- observations hold no run's particulars ----------------------------------------------------
+
+
+@given(
+    st.integers(1024, 65535),
+    st.integers(0, 10**6),
+    st.integers(0, 2**48),
+    st.datetimes(),
+)
+def test_steady_words_do_not_change_between_runs(
+    port: int, ms: int, address: int, when: object
+) -> None:
+    def said(port: int, ms: int, address: int, when: object) -> str:
+        return judge.steady(
+            f"nats: connection to nats://127.0.0.1:{port} closed after {ms}ms "
+            f"(<Subscription object at 0x{address:012x}>) at {when}Z, waited {ms / 1000} s"
+        )
+
+    assert said(port, ms, address, when) == said(4222, 1, 2**40, "2000-01-01 00:00:00")
+    assert judge.steady("invalid subject 'foo bar'") == "invalid subject 'foo bar'"
+
+
+# --- what the library's own validator says is an observation -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("quote", "level"),
+    [
+        ("A subject is comprised of 1 or more tokens.", "info"),
+        ("Currently the Go client simply validates that stream names are not empty", "info"),
+        ("Clients must validate subjects before sending them.", "must"),
+        ("A client should reject a subject with a space.", "should"),
+    ],
+)
+def test_validator_level(quote: str, level: str) -> None:
+    assert judge.validator_level("must", quote) == level
+    assert judge.validator_level("info", quote) == "info"  # never above the case
+
+
+def test_the_bundled_validate_rows_are_observations() -> None:
+    """No cited statement asks a client to validate: every validate row is info, observed."""
+    for case in _of("subject.validate") + _of("name.validate"):
+        [path] = [p for p in client_vectors.PATHS[case.kind] if p.name == "validate"]
+        assert [spec.level for spec in path.row_specs(case)] == ["info"], case.id
+    wrong = judge.judge_valid({"valid": False}, True)
+    assert wrong.outcome == "fail" and wrong.observed == {"valid": True}
+
+
+# --- roles: what a client does with bad bytes from a server is observed -------------------------
+
+
 def test_reaction() -> None:
     msg = {"op": "MSG", "subject": "foo", "sid": "1", "payload": "hi"}
     expect = {"events": [msg]}
@@ -235,11 +484,22 @@ def test_reaction() -> None:
     assert judge.judge_reaction(expect, _reaction()).outcome == "fail"  # not delivered
     assert judge.judge_reaction(expect, _reaction(hi, pongs=0)).outcome == "fail"  # hung
     assert judge.judge_reaction(expect, _reaction(hi, hi)).outcome == "fail"  # twice
+    # Bad bytes or an -ERR: closing, staying, reporting or not are the client's choice, observed.
     error = {"events": [{"error": {"reason": "parser_error", "err": None, "closes": True}}]}
-    assert judge.judge_reaction(error, _reaction(closed=True, pongs=0)).outcome == "pass"
-    assert judge.judge_reaction(error, _reaction()).outcome == "fail"  # went on silently
     closing = {"events": [{"op": "-ERR", "message": "'Stale Connection'"}]}
-    assert judge.judge_reaction(closing, _reaction(closed=True, pongs=0)).outcome == "pass"
     staying = {"events": [{"op": "-ERR", "message": "'Invalid Subject'"}]}
-    assert judge.judge_reaction(staying, _reaction(closed=True, pongs=0)).outcome == "fail"
-    assert judge.judge_reaction(staying, _reaction()).outcome == "pass"
+    for bad in (error, closing, staying):
+        for closed in (True, False):
+            got = judge.judge_reaction(bad, _reaction(closed=closed, pongs=int(not closed)))
+            assert got.outcome == "pass", (bad, closed, got.message)
+            assert got.observed["closed"] is closed
+    # Doing nothing visible at all (no close, no error, no PONG to the probe) is a hang.
+    for bad in (error, closing, staying):
+        hung = judge.judge_reaction(bad, _reaction(pongs=0))
+        assert (hung.outcome, hung.category) == ("fail", "robustness"), bad
+        reported = judge.Reaction((), 0, ("parse error",), False, probed=True)
+        assert judge.judge_reaction(bad, reported).outcome == "pass"
+    # Nothing is delivered of what follows bytes the documents reject.
+    assert judge.judge_reaction(error, _reaction(hi)).outcome == "fail"
+    # Valid bytes: the connection must stay usable.
+    assert judge.judge_reaction(expect, _reaction(hi, closed=True, pongs=0)).outcome == "fail"

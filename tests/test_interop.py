@@ -324,6 +324,20 @@ def test_under_places_subject_and_reply_below_the_prefix() -> None:
     assert Message("a").under("p").reply is None
 
 
+tokens = st.lists(st.text("abcXYZ019-_", min_size=1, max_size=4), max_size=3).map(".".join)
+
+
+@given(tokens, st.one_of(st.none(), tokens))
+def test_relative_undoes_under(subject: str, reply: str | None) -> None:
+    """What a library reported, read back in the vector's terms; a subject outside the prefix
+    (a library's own inbox) stays as it is."""
+    prefix = "interop.p1.c0.t0k3n"
+    message = Message(subject, reply)
+    assert message.under(prefix).relative(prefix) == message
+    assert interop.relative(prefix, "_INBOX.abc") == "_INBOX.abc"
+    assert interop.relative(prefix, prefix + "x.y") == prefix + "x.y"  # not below it
+
+
 def test_a_receiver_finds_losses_and_duplicates_at_any_member() -> None:
     sent = [Message("s", payload=p) for p in (b"job-0", b"job-1", b"job-2")]
     spread = [(0, sent[0]), (1, sent[1]), (1, sent[2])]
@@ -640,7 +654,8 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
         for case in batch:
             runs[case.id] = runs.get(case.id, 0) + 1
             outcome = "pass" if runs[case.id] > 1 else "fail"
-            verdicts.append(interop_cases.Verdict(case, outcome, f"attempt {runs[case.id]}"))
+            verdict = interop_cases.Verdict(case, outcome, f"attempt {runs[case.id]}")
+            verdicts.append(matrix_run.observed_as(verdict, f'{{"attempt":{runs[case.id]}}}'))
         return verdicts
 
     monkeypatch.setattr(matrix_run, "run_batch_on", batch_on)
@@ -651,8 +666,69 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
         listed=lambda *key: key in listed,
     ))  # fmt: skip
     by_case = {row.case_id: (row.outcome, row.message, flaky) for row, flaky in rows}
+    # The row observes the attempt its outcome comes from.
+    assert {row.case_id: row.observed for row, _ in rows}[must[0].id] == '{"attempt":2}'
     flaky = "flaky: passed on attempt 2 after attempt 1: fail: attempt 1; then: attempt 2"
     assert by_case[must[0].id] == ("pass", flaky, True)
     assert by_case[must[1].id] == ("fail", "attempt 1", False)  # baselined: not run again
     assert by_case[should.id] == ("fail", "attempt 1", False)  # not gating: not run again
     assert runs == {must[0].id: 2, must[1].id: 1, should.id: 1}
+
+
+# --- what the pair reported: the rows' observation ----------------------------------------------
+
+
+class _Silent:
+    """A driver stand-in for a Pair whose tests only feed it events."""
+
+
+def _pair() -> matrix_run.Pair:
+    return matrix_run.Pair(_Silent(), _Silent(), "A", "B", 7, token="t0k3n")  # type: ignore[arg-type]
+
+
+def _event(
+    sub: str, subject: str, payload: bytes = b"x", reply: str | None = None
+) -> dict[str, Any]:
+    import base64
+
+    return {"event": "message", "sub": sub, "subject": subject, "reply": reply, "headers": None,
+            "payload_b64": base64.b64encode(payload).decode()}  # fmt: skip
+
+
+def test_a_pair_observes_in_the_vectors_terms() -> None:
+    """Subjects relative to the case's prefix (no pair index or token), inbox replies scrubbed,
+    a queue group's messages in an order that does not depend on which member got which."""
+    pair = _pair()
+    prefix = pair.prefix("c0")
+    pair.tags |= {"1": "case", "2": "case", "3": "case"}
+    pair.labels |= {"1": "0 >", "2": "queue q x", "3": "queue q x"}
+    delivered = matrix_run.Delivered({"1": [], "2": [], "3": []})
+    for sub, subject, payload in (("1", "a.b", b"1"), ("3", "x", b"2"), ("2", "x", b"3")):
+        pair.take(delivered, _event(sub, f"{prefix}.{subject}", payload, "_INBOX.abc.def"))
+    first = pair.observed("case")
+    assert "t0k3n" not in first and "interop.p7" not in first and "_INBOX.abc" not in first
+    seen = json.loads(first)["received"]
+    assert seen["0 >"] == [{"subject": "a.b", "reply": "_INBOX.*", "payload": "1"}]
+    again = _pair()
+    again.issued, again.tags, again.labels = pair.issued, pair.tags, pair.labels
+    for sub, subject, payload in (("2", "x", b"2"), ("1", "a.b", b"1"), ("3", "x", b"3")):
+        again.take(delivered, _event(sub, f"{prefix}.{subject}", payload, "_INBOX.xyz.uvw"))
+    assert again.observed("case") == first
+    assert pair.observed("another case") == ""
+
+
+def test_each_pair_row_carries_what_the_libraries_reported(server_url: str) -> None:
+    """nats-py to nats-py through a real server, twice: every row observed something, and the
+    same thing both times."""
+    runs = []
+    for _ in range(2):
+        one = Endpoint(MUST_BUILD, server_url)
+        one.open()
+        try:
+            rows = [row for row, _ in matrix_run.run_pairs([one], CASES, ResultsWriter(None), CTX)]
+        finally:
+            one.close()
+        runs.append({row.case_id: row.observed for row in rows})
+    assert runs[0] == runs[1]
+    judged = [case.id for case in CASES if runs[0][case.id]]
+    assert len(judged) >= len(CASES) - 4, sorted(set(BY_ID) - set(judged))

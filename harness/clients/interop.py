@@ -19,12 +19,13 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import Any, Literal
 
 from nats_conformance.conformance.interop import Message
 from nats_conformance.conformance.vector_values import excerpt
+from nats_conformance.conformance.verdicts import observation
 from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply
 from nats_conformance.harness.clients.interop_cases import (
     CALL_TIMEOUT,
@@ -38,7 +39,13 @@ from nats_conformance.harness.clients.interop_cases import (
 )
 from nats_conformance.harness.clients.targets import ClientError, ClientTarget, open_client
 from nats_conformance.harness.gate import GATING_LEVEL, attempts
-from nats_conformance.harness.results import INTEROP_KIND, ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.results import (
+    INTEROP_KIND,
+    Found,
+    ResultRow,
+    ResultsWriter,
+    RunContext,
+)
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import TargetError
 
@@ -157,6 +164,27 @@ def show(message: Message) -> str:
 
 
 @dataclass
+class Reported:
+    """What the libraries reported for one case, in the vector's terms (subjects relative to the
+    case's prefix): B's messages per subscription, A's answer to a request, what was refused."""
+
+    received: dict[str, list[Message]] = field(default_factory=dict)
+    answer: Message | str | None = None  # the response A got, or the error type it answered
+    refused: list[str] = field(default_factory=list)
+
+    def observed(self) -> str:
+        """Canonical (conformance.verdicts.observation). A queue group's messages are sorted:
+        which member got which is the server's choice, not the libraries'."""
+        received = {
+            label: sorted(shown, key=str) if label.startswith("queue ") else shown
+            for label, messages in self.received.items()
+            for shown in [[m.to_vector() for m in messages]]
+        }
+        answer = self.answer.to_vector() if isinstance(self.answer, Message) else self.answer
+        return observation({"received": received, "answer": answer, "refused": self.refused})
+
+
+@dataclass
 class Pair:
     """What a batch of cases needs of one (A, B) pair, and the log of what each side did and
     reported, each line tagged with the case it belongs to (None: the whole batch)."""
@@ -169,10 +197,29 @@ class Pair:
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     log: list[tuple[str | None, str]] = field(default_factory=list)
     tags: dict[str, str | None] = field(default_factory=dict)  # B's handles: their case
+    labels: dict[str, str] = field(default_factory=dict)  # B's handles: their subscription
+    issued: list[str] = field(default_factory=list)  # the prefixes handed out
+    reported: dict[str, Reported] = field(default_factory=dict)  # per case
 
     def prefix(self, name: str) -> str:
         """A subject prefix no other pair, batch or case uses."""
-        return f"interop.p{self.index}.{name}.{self.token}"
+        made = f"interop.p{self.index}.{name}.{self.token}"
+        self.issued.append(made)
+        return made
+
+    def _relative(self, message: Message) -> Message:
+        """A message in the vector's terms: under the prefix it was sent below, relative."""
+        for prefix in self.issued:
+            if message.subject == prefix or message.subject.startswith(prefix + "."):
+                return message.relative(prefix)
+        return message
+
+    def _of(self, tag: str) -> Reported:
+        return self.reported.setdefault(tag, Reported())
+
+    def observed(self, tag: str) -> str:
+        """What the libraries reported for the case ``tag`` (canonical; "" for nothing)."""
+        return self.reported[tag].observed() if tag in self.reported else ""
 
     def transcript(self, tag: str) -> str:
         """What both sides did and reported for the case ``tag`` (and the batch as a whole)."""
@@ -186,6 +233,8 @@ class Pair:
             result = _call(driver, name, cmd, **args)
         except Refused as exc:
             self.log.append((tag, f"{side.upper()} {cmd}: {exc}"))
+            if tag is not None:
+                self._of(tag).refused.append(f"{side.upper()} {cmd}: {exc.error_type}")
             raise
         return result
 
@@ -207,16 +256,22 @@ class Pair:
         del args["reply"]
         reply = self.a.call("request", timeout=call_timeout, timeout_ms=timeout_ms, **args)
         if reply.ok:
-            got = f"response {show(message_from_driver(reply.result['message']))}"
+            response = message_from_driver(reply.result["message"])
+            got = f"response {show(response)}"
+            self._of(tag).answer = response
         else:
             got = f"failed: {reply.error_type}: {reply.error_message}"
+            self._of(tag).answer = str(reply.error_type)
         self.log.append((tag, f"A request {got}"))
         return reply
 
     def subscribe(self, subject: str, queue: str | None = None, tag: str | None = None) -> str:
         result = self._call("b", tag, "subscribe", subject=subject, queue=queue)
         handle = str(result["sub"])
+        pattern = self._relative(Message(subject)).subject
+        index = sum(1 for mine in self.tags.values() if mine is not None and mine == tag)
         self.tags[handle] = tag
+        self.labels[handle] = f"queue {queue} {pattern}" if queue else f"{index} {pattern}"
         in_queue = "" if queue is None else f" queue={queue!r}"
         self.log.append((tag, f"B subscribe {subject!r}{in_queue}: sub {handle}"))
         return handle
@@ -250,8 +305,12 @@ class Pair:
         """One event of B's into ``delivered``, and into the log."""
         delivered.take(event)
         if event["event"] == "message":
-            line = f"B event message sub {event['sub']}: {show(message_from_driver(event))}"
-            self.log.append((self.tags.get(event["sub"]), line))
+            message = message_from_driver(event)
+            tag = self.tags.get(event["sub"])
+            self.log.append((tag, f"B event message sub {event['sub']}: {show(message)}"))
+            if tag is not None:
+                label = self.labels[event["sub"]]
+                self._of(tag).received.setdefault(label, []).append(self._relative(message))
         else:
             self.log.append((None, f"B event {event}"))
 
@@ -300,40 +359,63 @@ class Delivered:
 # --- the matrix ----------------------------------------------------------------------------------
 
 
-def _row(
+@dataclass(frozen=True)
+class Observed(Verdict):
+    """A case's verdict on a pair, with what the pair's libraries reported for it."""
+
+    observed: str = ""  # canonical (Reported.observed)
+
+
+def observed_as(verdict: Verdict, observed: str) -> Observed:
+    return Observed(**{f.name: getattr(verdict, f.name) for f in fields(verdict)},
+                    observed=observed)  # fmt: skip
+
+
+def _record(
     ctx: RunContext,
+    writer: ResultsWriter,
     a: Endpoint,
     b: Endpoint,
-    verdict: Verdict,
+    verdict: Observed,
     duration_ms: float,
 ) -> ResultRow:
-    return ctx.row(
-        target=f"{a.name}->{b.name}",
-        target_kind=INTEROP_KIND,
-        target_version=f"{a.version}/{b.version}",
-        case_id=verdict.case.id,
-        group=verdict.case.group,
-        level=verdict.case.level,
-        outcome=verdict.outcome,
-        duration_ms=duration_ms,
-        message=verdict.message,
+    """Write the row of ``verdict``'s case for the pair (A, B), its transcript as details."""
+    case = verdict.case
+    return ctx.record(
+        writer,
+        (f"{a.name}->{b.name}", INTEROP_KIND, f"{a.version}/{b.version}"),
+        (case.id, case.group, case.level),
+        Found(
+            verdict.outcome,
+            verdict.message,
+            duration_ms,
+            verdict.transcript,
+            observed=verdict.observed,
+        ),
+        source=case.source,
+        description=case.description,
     )
 
 
 def run_batch_on(
     batch: Sequence[InteropCase], a: Endpoint, b: Endpoint, index: int
-) -> list[Verdict]:
-    """One batch of cases for the pair (A, B); a driver that fails gives error verdicts."""
+) -> list[Observed]:
+    """One batch of cases for the pair (A, B), each verdict with what the libraries reported
+    for its case; a driver that fails gives error verdicts."""
     pair = None
     try:
         pair = Pair(a.driver("pub"), b.driver("sub"), a.name, b.name, index)
-        return run_batch(pair, batch, lambda case: lacking(case, a, b))
+        verdicts = run_batch(pair, batch, lambda case: lacking(case, a, b))
     except (DriverError, Refused) as exc:
         # Refused here: a flush or subscribe outside a case (the connection is gone).
-        return [
+        verdicts = [
             Verdict(case, "error", str(exc), "" if pair is None else transcript(pair, case))
             for case in batch
         ]
+    return [
+        observed_as(verdict, "" if pair is None else pair.observed(verdict.case.id))
+        for verdict in verdicts
+    ]
 
 
 def lacking(case: InteropCase, a: Endpoint, b: Endpoint) -> str | None:
@@ -377,17 +459,10 @@ def run_pairs(
                     verdict, flaky = attempts(
                         first, partial(_case_again, case, a, b, index), reruns if gating else 0
                     )
-                    row = _row(ctx, a, b, verdict, share)
-                    writer.write(
-                        row,
-                        source=case.source,
-                        description=case.description,
-                        transcript=verdict.transcript,
-                    )
-                    yield row, flaky
+                    yield _record(ctx, writer, a, b, verdict, share), flaky
 
 
-def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Verdict:
+def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Observed:
     """One case run again on the pair, in a batch of its own (its subjects are new)."""
     [verdict] = run_batch_on([case], a, b, index)
     return verdict

@@ -12,7 +12,8 @@ only executes. One row per (client, case). The codec cases go through sessions t
 (conformance.streaming_codec_client): an encode case of a client message as ``<id>@send`` (the
 library made to send it with the case's values), a decode case of a server message as
 ``<id>@receive`` (its bytes delivered where the library expects that message; for bytes the
-documents reject also ``<id>@receive-survives``, must: the library neither crashes nor hangs).
+documents reject also ``<id>@receive-survives``: the library neither crashes nor hangs; at the
+case's level at most, as every derived row).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from nats_conformance.conformance import streaming_client as sc
 from nats_conformance.conformance import streaming_codec_client as scc
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
+from nats_conformance.conformance.verdicts import derived_level
 from nats_conformance.harness.clients.checks import CheckResult
 from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply
 from nats_conformance.harness.clients.streaming import StreamingBridge
@@ -379,7 +381,7 @@ def _survival(driver: StanDriverProcess, arrived: bool = True) -> tuple[str, str
 def run_receive(
     client: StreamingClient, server: RunningServer, case: vectors.Case
 ) -> list[CheckResult]:
-    """``<id>@receive`` (and for bytes the case rejects, ``<id>@receive-survives``, must):
+    """``<id>@receive`` (and for bytes the case rejects, ``<id>@receive-survives``):
     the decode case's bytes delivered to the library where it expects that message."""
     row_id = f"{case.id}@receive"
     inp, exp = case.data["input"], case.data["expect"]
@@ -388,6 +390,7 @@ def run_receive(
     except scc.Unreachable as exc:
         return [_result(case, "skip", str(exc), 0.0, row_id=row_id)]
     invalid = "error" in exp
+    survives = derived_level(case.level, "must")  # a derived row, never above its case
 
     def body(driver: StanDriverProcess, bridge: StreamingBridge, model: Any) -> Rows:
         session_input = {"cluster_id": CLUSTER_ID, "client_id": scc.CLIENT_ID,
@@ -402,10 +405,10 @@ def run_receive(
             if not invalid:
                 raise
             return [(row_id, case.level, "pass", f"not reported as a message or answer: {said}"),
-                    (f"{row_id}-survives", "must", "fail", said)]  # fmt: skip
+                    (f"{row_id}-survives", survives, "fail", said)]  # fmt: skip
         rows = [(row_id, case.level, *verdict)]
         if invalid:
-            rows.append((f"{row_id}-survives", "must", *_survival(driver, arrived)))
+            rows.append((f"{row_id}-survives", survives, *_survival(driver, arrived)))
         return rows
 
     return _run(client, server, case, row_id, body)

@@ -4,11 +4,14 @@ Each vector whose ``roles`` name ``client`` gives rows for every client library,
 by which the case reaches the library (the row id is ``<vector id>@<path>``):
 
 - ``decode``, ``encode``, ``op``: the library's own header parser, encoder and header API;
-- ``validate``: the library's own subject or name validation;
+- ``validate``: the library's own subject or name validation: what it answers is an observation
+  (``info``) unless the quoted statement asks clients to validate (``judge.validator_level``);
+  what the documents constrain is what goes on the wire (the paths below);
 - ``hmsg`` (and ``hmsg-survives``): the fake server delivers the header block in an HMSG to a
   subscription of the library; for blocks the documents reject or leave open (status lines), a
-  ``must`` row of its own says whether the connection survived it (the library must not crash,
-  hang or silently drop the connection);
+  row of its own, at the case's level at most, says whether the connection lived on: closing it
+  or reporting an error is the library's choice (observed), hanging or losing the valid message
+  after the block on a connection that still answers is not;
 - ``publish``, ``subscribe``, ``request``: the library is asked to use the subject against the
   fake server, and what went on the wire (as the reference parses it) is judged: refused
   locally, sent unchanged, or turned into other bytes.
@@ -19,6 +22,7 @@ A path whose capability the driver lacks (driver protocol 2 declares them in ``h
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
 reason (drivers also say it of single inputs their library cannot express).
 Judging is ``conformance.judge``'s; this module only drives the library and collects answers.
+Every judged row carries what the library did (``CheckResult.observed``, canonical).
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nats_conformance.conformance import headers, judge, protocol, vectors
 from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
+from nats_conformance.conformance.verdicts import ROBUSTNESS, derived_level, observation
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients.checks import (
@@ -227,8 +232,13 @@ def _uncertain_block(case: vectors.Case) -> bool:
 def _hmsg_rows(case: vectors.Case) -> list[RowSpec]:
     rows = [RowSpec("hmsg", case.level)]
     if _uncertain_block(case):
-        rows.append(RowSpec("hmsg-survives", "must"))
+        rows.append(RowSpec("hmsg-survives", derived_level(case.level, "must")))
     return rows
+
+
+def _validate_rows(case: vectors.Case) -> list[RowSpec]:
+    """The library's own validator: an observation unless the quote asks clients to validate."""
+    return [RowSpec("validate", judge.validator_level(case.level, case.source.quote))]
 
 
 def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
@@ -256,7 +266,6 @@ def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
         link.broken = True
     seen = s.seen()
     errors = [e for e in seen if e.get("event") == "error"]
-    closed = any(e.get("event") == "closed" for e in seen)
     delivered = next((e for e in received if _payload(e) != AFTER), None)
     got: headers.HeaderBlock | Rejected
     if delivered is not None:
@@ -264,27 +273,61 @@ def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     else:
         said = "; ".join(str(e.get("message")) for e in errors) or "no error reported"
         got = Rejected(f"not delivered ({said})")
-    yield "hmsg", judge.judge_header_block(case.data["expect"], got)
+    state = "usable" if arrived else _probe(conn, wait, seen)
+    observed = {
+        "delivered": None if delivered is None else judge.view(_block_of(delivered)),
+        "errors": [_error_view(e) for e in errors],
+        "connection": state,
+    }
+    yield "hmsg", replace(judge.judge_header_block(case.data["expect"], got), observed=observed)
     if _uncertain_block(case):
-        yield "hmsg-survives", _survival(arrived, closed, errors, wait)
+        yield "hmsg-survives", replace(_survival(state, errors, wait), observed=observed)
 
 
 def _payload(event: dict[str, Any]) -> bytes:
     return base64.b64decode(event.get("payload_b64") or "")
 
 
-def _survival(after: bool, closed: bool, errors: list[dict[str, Any]], waited: float) -> Judgement:
-    if after:
+def _error_view(event: dict[str, Any]) -> dict[str, str]:
+    """An error the library reported, for an observation (its words without times or ports)."""
+    return {"type": str(event.get("type")), "message": judge.steady(str(event.get("message")))}
+
+
+def _probe(conn: FakeConnection, wait: float, seen: list[dict[str, Any]]) -> str:
+    """What became of a connection whose next message did not arrive: ``closed`` (by the
+    library), ``answers`` (a PING from the fake server gets its PONG) or ``silent``."""
+    if conn.closed_by_client or any(e.get("event") == "closed" for e in seen):
+        return "closed"
+    after = conn.count()
+    conn.send(encode_op(protocol.Ping()))
+    if conn.wait_for(protocol.Pong, timeout=wait, after=after) is not None:
+        return "answers"
+    return "closed" if conn.closed_by_client else "silent"
+
+
+def _survival(state: str, errors: list[dict[str, Any]], waited: float) -> Judgement:
+    """Whether the connection lived on after a block the documents reject or leave open. The
+    documents do not say what a client does with such a block from a server: closing the
+    connection, dropping the message or reporting an error is the library's choice (observed).
+    Losing the valid message after it on a connection that still answers, or a connection that
+    neither delivers, answers a PING nor closes (a hang), is a robustness failure."""
+    said = "; ".join(str(e.get("message")) for e in errors) or "no error reported"
+    if state == "usable":
         return Judgement("pass", "the connection stayed usable (the next message arrived)")
-    if closed and errors:
-        said = "; ".join(str(e.get("message")) for e in errors)
-        return Judgement("pass", f"the library reported the problem and closed: {said}")
-    if closed:
-        return Judgement("fail", "the library closed the connection without reporting an error")
+    if state == "closed":
+        return Judgement("pass", f"the library closed the connection ({said})")
+    if state == "answers":
+        return Judgement(
+            "fail",
+            f"the connection answers a PING, but the valid message sent after the block never "
+            f"arrived within {waited:.2g} s ({said})",
+            category=ROBUSTNESS,
+        )
     return Judgement(
         "fail",
-        f"the next message did not arrive within {waited:.2g} s and the library reported neither "
-        "an error nor a close (it hung, or dropped the connection silently)",
+        f"the library hung: within {waited:.2g} s the next message did not arrive, a PING got "
+        f"no PONG and the connection stayed open ({said})",
+        category=ROBUSTNESS,
     )
 
 
@@ -572,7 +615,7 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     "headers.op": (ClientPath("op", "headers_op", "The library's header API", _op),),
     "subject.validate": (
         ClientPath("validate", "validate_subject", "The library's subject validation",
-                   _validate_subject, limit=_subject_validate_limit),
+                   _validate_subject, limit=_subject_validate_limit, rows=_validate_rows),
         ClientPath("publish", None, "Published to the fake server", _publish,
                    _use_is("publish", "reply")),
         ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
@@ -590,7 +633,7 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     ),
     "name.validate": (
         ClientPath("validate", "validate_name", "The library's name validation", _validate_name,
-                   limit=_name_validate_limit),
+                   limit=_name_validate_limit, rows=_validate_rows),
         ClientPath(client_jetstream.SUFFIX, None,
                    "Created through the library's JetStream, key-value or object store API",
                    client_jetstream.run, client_jetstream.applies, client_jetstream.limit),
@@ -617,12 +660,14 @@ def _result(
     message: str,
     ms: float,
     transcript: str = "",
+    *,
+    observed: str = "",
 ) -> CheckResult:
     description = f"{how} (vector {case.id}): {case.data['description']}"
     shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
     return CheckResult(
         f"{case.id}@{spec.suffix}", spec.level, case.source, outcome, message, round(ms, 3),
-        shown, description, group=case.group,
+        shown, description, group=case.group, observed=observed,
     )  # fmt: skip
 
 
@@ -649,13 +694,16 @@ def _run_case(
     out = []
     for spec in specs:
         got = produced.get(spec.suffix)
+        observed = ""
         if got is not None:
-            outcome, message = got.outcome, got.message
+            outcome, message, observed = got.outcome, got.message, observation(got.observed)
         elif ending is not None:
             outcome, message = ending.outcome, ending.message
         else:
             outcome, message = "error", "the path gave no verdict for this row"
-        out.append(_result(case, spec, path.how, outcome, message, ms, r.s.transcript))
+        out.append(
+            _result(case, spec, path.how, outcome, message, ms, r.s.transcript, observed=observed)
+        )
     return out
 
 
