@@ -216,6 +216,21 @@ def test_a_library_dying_on_what_the_server_sent_is_a_robustness_failure(
     assert list(read_rows(path)) == [written]
 
 
+def test_a_send_needing_an_undeclared_capability_is_not_asked(fake_client: Any) -> None:
+    wanted = {"protocol.hpub.encode.doc-example-one-header": "headers",
+              "protocol.sub.encode.doc-example-queue": "queue_groups",
+              "protocol.unsub.encode.doc-example-max": "unsubscribe_max",
+              "protocol.ping-pong.encode.ping": "flush_roundtrip"}  # fmt: skip
+    cases = [case for case in vectors.bundled_cases() if case.id in wanted]
+    client = fake_client({"capabilities": []})
+    started = time.monotonic()
+    got = rows(client, cases)
+    for case in cases:
+        row = got[f"{case.id}@send"]
+        assert row.outcome == "skip" and f"lacks {wanted[case.id]}" in row.message, row.message
+    assert time.monotonic() - started < 5  # nothing asked, nothing waited for
+
+
 def test_a_crash_while_a_case_cleans_up_is_that_case_s(fake_client: Any) -> None:
     scripts = {
         case.id: case for case in vectors.bundled_cases() if case.kind == client_scripts.KIND
