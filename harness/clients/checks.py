@@ -351,6 +351,9 @@ class Link:
         ctx, self._ctx, self.conn = self._ctx, None, None
         if ctx is not None:
             ctx.__exit__(None, None, None)
+            # A failure met closing it is the earlier case's that used it, whose rows are out:
+            # not charged to the case in flight now.
+            self._s.crashed()
 
     def __enter__(self) -> Link:
         return self

@@ -222,7 +222,7 @@ def rule(answer: DriverReply | DriverError, cmd: str = "", case: str = "") -> Ru
             )
         return None
     where = f"case {case}, " if case else ""
-    command = answer.command or "no command (its events were awaited)"
+    command = answer.command or "none"
     exchanged = f"\nthe last lines exchanged:\n{answer.exchanged}" if answer.exchanged else ""
     if answer.cause in ("crashed", "hung") and answer.server_input:
         said = f"the library {answer.cause} on what a server sent it ({where}in flight: {command})"
@@ -232,7 +232,7 @@ def rule(answer: DriverReply | DriverError, cmd: str = "", case: str = "") -> Ru
         return Ruling("error", f"{said}: {answer}{exchanged}")
     if answer.cause == "given-up":
         return Ruling("error", f"{where}{answer}")
-    said = f"the driver broke its protocol ({where}command {command})"
+    said = f"the driver failed, not the library ({where}command {command})"
     return Ruling("error", f"{said}: {answer}{exchanged}")
 
 
