@@ -545,11 +545,16 @@ def server_observation(
 ) -> tuple[str, str | None]:
     """The case's steps against the streaming server at ``url``: what the client reported,
     and why the server's part of the case (every step succeeds, ``received``) does not hold.
-    What the client sent is the client's part, judged by its own rows."""
+    What the client sent is the client's part, judged by its own rows. A DriverError when the
+    client cannot take the case (a step it lacks, an answer about its driver): nothing observed.
+    """
     with client.driver() as driver:
         session = _Session(driver, client, {**case.data["input"], "cluster_id": cluster_id},
                            case.data["expect"])  # fmt: skip
-        _take_steps(session, url)
+        try:
+            _take_steps(session, url)
+        except Ruled as exc:
+            raise DriverError(f"{client.name} cannot take the case: {exc}") from None
     server_part = {"received": case.data["expect"].get("received", {})}
     problems = sc.judge(case.data["input"], server_part, session.observed)
     steps = ", ".join("ok" if r.ok else f"failed ({r.error})" for r in session.observed.steps)
