@@ -242,7 +242,14 @@ class JetStreamRun:
                 raise Verdict("error", f"cannot create the case's stream {host!r}: "
                                        f"{made.error_type}: {made.error_message}")  # fmt: skip
         subjects = [f"names.{self.token}.{self.cases}"] if kind == "stream" else None
-        answer = self.call("jetstream_create", kind=kind, name=name, stream=host, subjects=subjects)
+        try:
+            answer = self.call(
+                "jetstream_create", kind=kind, name=name, stream=host, subjects=subjects
+            )
+        except DriverVerdict:  # the driver cannot ask (unsupported): the case's stream goes
+            if host is not None:
+                self.delete("stream", host, None)
+            raise
         held = None
         if not answer.ok and answer.error_type not in DECIDED:  # the server says what happened
             held = self.holds(kind, name, host)
