@@ -76,6 +76,8 @@ def answer(request):
     if cmd == "hello":
         return {"protocol": "nats-conformance-driver/2", "library": "fake", "version": "1",
                 "language": "Python", "capabilities": plan["capabilities"]}
+    if cmd == "connect" and "connect" in plan:
+        raise LookupError(plan["connect"])
     if cmd == "connect":
         host, port = request["url"].removeprefix("nats://").rsplit(":", 1)
         sock = socket.create_connection((host, int(port)))
@@ -91,7 +93,8 @@ def answer(request):
         conn["sock"].sendall(f"SUB {request['subject']} {conn['sids']}\r\n".encode())
         return {"sub": str(conn["sids"])}
     if cmd == "close":
-        conn.pop("sock").close()
+        if "sock" in conn:
+            conn.pop("sock").close()
         plan["closes"] = plan.get("closes", 0) + 1
         if plan["closes"] == plan.get("crash_on_close"):
             os._exit(4)  # before its answer: nobody waits for the close's outcome
@@ -270,6 +273,16 @@ def test_a_hang_found_while_closing_an_earlier_case_s_connection_is_not_charged(
     for case in (first, third):
         result = got[f"{case.id}@hmsg"]
         assert (result.outcome, result.category) == ("pass", CONFORMANCE), result.message
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [("invalid", "error"), ("connection", "fail")])
+def test_only_the_library_failing_to_connect_fails_a_must_connect_script(
+    fake_client: Any, answer: str, outcome: str
+) -> None:
+    [case] = [c for c in vectors.bundled_cases() if c.id == "client.info.oversized.2k"]
+    assert case.data["input"]["must_connect"]
+    [row] = client_scripts.run_scripts(fake_client({"capabilities": [], "connect": answer}), [case])
+    assert row.outcome == outcome, row.message
 
 
 # --- the rule itself -----------------------------------------------------------------------------
