@@ -74,8 +74,7 @@ def test_the_server_does_not_overrule_a_decided_answer() -> None:
     assert judged.outcome == "pass" and "refused it locally" in judged.message
 
 
-@pytest.mark.parametrize(("kind", "outcome"), [("timeout", "error"), ("other", "error"),
-                                               ("unsupported", "skip")])  # fmt: skip
+@pytest.mark.parametrize(("kind", "outcome"), [("timeout", "error"), ("other", "error")])
 def test_judge_create_cannot_tell(kind: str, outcome: str) -> None:
     with pytest.raises(Verdict) as raised:
         judge_create("kv-bucket-name", "b", False, error(kind))

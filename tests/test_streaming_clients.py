@@ -143,7 +143,10 @@ def test_a_client_that_asks_for_the_wrong_start_position_fails(tmp_path, server)
     assert row.outcome == "fail" and "startPosition" in row.message
 
 
-def test_a_driver_that_crashes_or_hangs_fails_the_case(tmp_path, server, monkeypatch) -> None:
+def test_a_driver_that_crashes_or_hangs_on_a_step_errors_the_case(
+    tmp_path, server, monkeypatch
+) -> None:
+    # On a step of the suite, not on bytes of the case's: the driver's problem (driver.rule).
     monkeypatch.setattr(streaming_clients, "STEP_TIMEOUT", 1.0)
     case = BY_ID["streaming.client.connect.request"]
     hello = (
@@ -152,10 +155,11 @@ def test_a_driver_that_crashes_or_hangs_fails_the_case(tmp_path, server, monkeyp
     )
     client = _wrapped(tmp_path, f"read line; echo '{hello}'; read line; exit 3")
     crashed = streaming_clients.run_case(client, server, case)
-    assert crashed.outcome == "fail" and "crashed" in crashed.message
+    assert (crashed.outcome, crashed.category) == ("error", "conformance")
+    assert "crashed on a command of the suite" in crashed.message and "'connect'" in crashed.message
     client = _wrapped(tmp_path, f"read line; echo '{hello}'; exec sleep 30")
     hung = streaming_clients.run_case(client, server, case)
-    assert hung.outcome == "fail" and "hung" in hung.message
+    assert hung.outcome == "error" and "hung" in hung.message
     client = _wrapped(tmp_path, f"read line; echo '{hello}'; read line; echo garbage")
     broken = streaming_clients.run_case(client, server, case)
     assert broken.outcome == "error" and "garbage" in broken.message
@@ -230,6 +234,9 @@ def test_codec_cases_against_each_library(client, codec_rows) -> None:
     ]
     failing = {r.case_id for r in codec_rows if r.outcome == "fail" and r.level != "info"}
     assert failing == FINDINGS[client.library.name], {i: by_id[i].message for i in failing}
+    for row in codec_rows:  # a library that hangs or crashes on the bytes: robustness
+        died = "the library hung" in row.message or "the library crashed" in row.message
+        assert (row.category == "robustness") == (row.outcome == "fail" and died), row.case_id
     passed = {r.case_id for r in codec_rows if r.outcome == "pass"}
     # Each path reaches the library: a client message sent, a MsgProto and an answer received.
     reached = {

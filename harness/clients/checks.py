@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from nats_conformance.conformance import protocol, vectors
 from nats_conformance.conformance.judge import Judgement, Rejected, judge_encoded_block
 from nats_conformance.conformance.vectors import Source
-from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.clients.driver import DriverError
+from nats_conformance.conformance.verdicts import CONFORMANCE, observation
+from nats_conformance.harness.clients.driver import DriverError, rule
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
@@ -65,6 +65,7 @@ class CheckResult:
     description: str = ""
     group: str = ""  # the rule group; by default the case id's first two segments
     observed: str = ""  # what the library did, canonical (conformance.verdicts.observation)
+    category: str = CONFORMANCE  # robustness: the library crashed or hung (driver.rule)
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -107,10 +108,23 @@ def _hpub_def(case: vectors.Case) -> CheckDef:
 class Verdict(Exception):
     """Ends one row (or every row still owed) with an outcome other than pass."""
 
-    def __init__(self, outcome: str, message: str) -> None:
+    def __init__(self, outcome: str, message: str, category: str = CONFORMANCE) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.message = message
+        self.category = category
+
+    @staticmethod
+    def of_driver(exc: DriverError, case: str = "") -> DriverVerdict:
+        """The verdict a driver's failure gives the case in flight (driver.rule)."""
+        ruling = rule(exc, case=case)
+        assert ruling is not None  # a failure always has a ruling
+        return DriverVerdict(ruling.outcome, ruling.message, ruling.category)
+
+
+class DriverVerdict(Verdict):
+    """A verdict on what the driver answered or did, not on the library's behaviour: a case
+    never turns it into a failure of the library."""
 
 
 def _fail(message: str) -> Verdict:
@@ -126,7 +140,11 @@ def _unb64(text: str | None) -> bytes:
 
 
 class Session:
-    """One driver process for one check function, restarted when it dies; buffered events."""
+    """One driver process for one check function, restarted when it dies; buffered events.
+
+    Every talk with the driver goes through here, so that a driver that crashes, hangs or breaks
+    the protocol is restarted at once (the next case gets a new one) and its DriverError says
+    whether the fake server had just given the library something (``server_input``)."""
 
     def __init__(self, client: ClientTarget) -> None:
         self.client = client
@@ -134,6 +152,8 @@ class Session:
         self._events: list[dict[str, Any]] = []
         self.server: FakeServer | None = None  # the fake server of the open connection
         self.last_transcript = ""  # the fake server transcript of the latest connection
+        self._asked = 0.0  # when (time.monotonic()) the latest request to the driver was sent
+        self._unreported: DriverError | None = None  # a failure met while cleaning up
 
     @property
     def transcript(self) -> str:
@@ -147,15 +167,44 @@ class Session:
         return self._driver
 
     def call(self, cmd: str, *, timeout: float = STEP + 1, **args: Any) -> DriverReply:
+        """The driver's answer to ``cmd``. An answer about the driver rather than the library
+        (``unsupported``, ``invalid``: driver.rule) ends the case as a Verdict."""
         if (reason := self.client.given_up()) is not None:
-            raise DriverError(reason, cause="given-up")  # no more waiting on this library
+            # no more waiting on this library
+            raise DriverError(reason, cause="given-up", command=repr(cmd))
+        with self._driving(cmd):
+            self._asked = time.monotonic()
+            reply = self.driver.call(cmd, timeout=timeout, **args)
+        ruling = rule(reply, cmd)
+        if ruling is not None:
+            raise DriverVerdict(ruling.outcome, ruling.message, ruling.category)
+        return reply
+
+    @contextmanager
+    def _driving(self, cmd: str) -> Iterator[None]:
+        """Around a talk with the driver: a DriverError notes a hang, says whether the fake
+        server gave the library something since the latest request, and restarts the driver."""
         try:
-            return self.driver.call(cmd, timeout=timeout, **args)
+            yield
         except DriverError as exc:
             if exc.cause == "hung":
                 self.client.note_hang(cmd)
+            exc.server_input = self.server is not None and self.server.fed_since(self._asked)
             self.restart()
             raise
+
+    def crashed(self) -> DriverError | None:
+        """A failure of the driver that the case in flight has not met: one met while cleaning
+        up (closing the connection), or a process that died after its last answer (the driver is
+        then restarted). Each is reported once; a case runner asks at the end of every case."""
+        found, self._unreported = self._unreported, None
+        if found is None and self._driver is not None:
+            try:
+                with self._driving("(none: between commands)"):
+                    self._driver.check_alive()
+            except DriverError as exc:
+                found = exc
+        return found
 
     def restart(self) -> None:
         """Drop the driver (it died or stopped answering); the next call starts a new one."""
@@ -184,17 +233,20 @@ class Session:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            self._events.extend(self.driver.events(timeout=remaining, count=1))
+            with self._driving("(none: events awaited)"):
+                self._events.extend(self.driver.events(timeout=remaining, count=1))
 
     def seen(self, *, timeout: float = 0.0) -> list[dict[str, Any]]:
         """Every event buffered so far plus those arriving within ``timeout`` (left buffered)."""
-        self._events.extend(self.driver.events(timeout=timeout))
+        with self._driving("(none: events awaited)"):
+            self._events.extend(self.driver.events(timeout=timeout))
         return list(self._events)
 
     def discard_events(self) -> None:
         self._events.clear()
         if self._driver is not None:
-            self._driver.events(timeout=0)
+            with self._driving("(none: events awaited)"):
+                self._driver.events(timeout=0)
 
     def close_connection(self) -> None:
         """Close the library's connection (if a driver runs) and forget its events."""
@@ -203,8 +255,11 @@ class Session:
         try:
             self.call("close", drain=False, timeout=STEP)
             self.discard_events()
-        except DriverError:
-            pass  # restarted: the next call gets a fresh driver
+        except DriverError as exc:
+            if exc.cause != "given-up":
+                self._unreported = exc  # restarted; the case in flight learns of it (crashed)
+        except Verdict:
+            pass  # a driver that cannot close: the next connect makes a new connection
 
     def close(self) -> None:
         self.restart()
@@ -230,8 +285,8 @@ def connected(
 ) -> Iterator[tuple[FakeServer, FakeConnection]]:
     """A fake server (``server_args``) and the library connected to it (``options``).
 
-    Verdict ``skip`` when the driver answers unsupported for an option, ``error`` when the
-    library cannot connect to the fake server at all. The library is closed afterwards.
+    Verdict ``skip`` when the driver answers unsupported for an option (Session.call), ``error``
+    when the library cannot connect to the fake server at all. The library is closed afterwards.
     """
     with FakeServer(**server_args) as server:
         s.server = server
@@ -243,8 +298,6 @@ def connected(
                 options=connect_options,
                 timeout=CONNECT_TIMEOUT_MS / 1000 + STEP,
             )
-            if not reply.ok and reply.error_type == "unsupported":
-                raise Verdict("skip", f"the driver cannot set {options}: {reply.error_message}")
             conn = server.accept(timeout=STEP if reply.ok else 0.0)
             if conn is None or not reply.ok:
                 raise Verdict(
@@ -294,6 +347,9 @@ class Link:
         ctx, self._ctx, self.conn = self._ctx, None, None
         if ctx is not None:
             ctx.__exit__(None, None, None)
+            # A failure met closing it is the earlier case's that used it, whose rows are out:
+            # not charged to the case in flight now.
+            self._s.crashed()
 
     def __enter__(self) -> Link:
         return self
@@ -356,16 +412,16 @@ class RegisteredCheck:
                 out.extend(self.body(s))
             except Verdict as verdict:
                 ending = verdict
-            except (DriverError, ClientError) as exc:
+            except DriverError as exc:
+                ending = Verdict.of_driver(exc)
+            except ClientError as exc:
                 ending = Verdict("error", f"driver: {exc}")
             except Exception as exc:  # a bug in the check: the other checks still run
                 ending = Verdict("error", f"check {self.name} raised {type(exc).__name__}: {exc}")
             done = {r.case_id: r for r in out}
             elapsed = (time.monotonic() - started) * 1000
-            return [
-                done.get(d.id) or _result(d, ending.outcome, ending.message, elapsed, s.transcript)
-                for d in defs
-            ]
+            owed = (ending.outcome, ending.message, elapsed, s.transcript, ending.category)
+            return [done.get(d.id) or _result(d, *owed) for d in defs]
 
 
 CLIENT_CHECKS: list[RegisteredCheck] = []
@@ -381,31 +437,43 @@ def _check(definitions: Callable[[], list[CheckDef]]) -> Callable[[Body], Regist
 
 
 def _result(
-    d: CheckDef, outcome: str, message: str, duration_ms: float, transcript: str = ""
+    d: CheckDef,
+    outcome: str,
+    message: str,
+    duration_ms: float,
+    transcript: str = "",
+    category: str = CONFORMANCE,
 ) -> CheckResult:
     shown = ""
     if outcome != "pass" and transcript:
         lines = transcript.splitlines()
         shown = "\n".join(lines[-TRANSCRIPT_LINES:])
     return CheckResult(
-        d.id, d.level, d.source, outcome, message, round(duration_ms, 3), shown, d.description
-    )
+        d.id, d.level, d.source, outcome, message, round(duration_ms, 3), shown, d.description,
+        category=category,
+    )  # fmt: skip
 
 
 def _row(s: Session, definition: CheckDef, judge: Callable[[], Judgement]) -> CheckResult:
     """One row: ``judge`` returns the judgement (with what the library did) or raises a
-    Verdict."""
+    Verdict; a driver failure during it (or found right after it: Session.crashed) is the
+    row's."""
     started = time.monotonic()
     observed = ""
     try:
         judged = judge()
         outcome, message, observed = judged.outcome, judged.message, observation(judged.observed)
+        category = judged.category
     except Verdict as verdict:
-        outcome, message = verdict.outcome, verdict.message
+        outcome, message, category = verdict.outcome, verdict.message, verdict.category
     except DriverError as exc:
-        outcome, message = "error", f"driver: {exc}"
-    result = _result(definition, outcome, message, (time.monotonic() - started) * 1000,
-                     s.transcript)  # fmt: skip
+        verdict = Verdict.of_driver(exc, definition.id)
+        outcome, message, category = verdict.outcome, verdict.message, verdict.category
+    if (late := s.crashed()) is not None:
+        verdict = Verdict.of_driver(late, definition.id)
+        outcome, message, category = verdict.outcome, verdict.message, verdict.category
+    ms = (time.monotonic() - started) * 1000
+    result = _result(definition, outcome, message, ms, s.transcript, category)
     return replace(result, observed=observed)
 
 
@@ -498,6 +566,7 @@ def write_result(
             result.duration_ms,
             result.transcript,
             observed=result.observed,
+            category=result.category,
         ),
         source=result.source,
         description=result.description,

@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 import jsonschema
 
+from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from nats_conformance.harness.runtime.processes import (
     SPAWNER,
     STOP_GRACE,
@@ -49,6 +50,7 @@ STDERR_TAIL_LINES = 20  # lines of stderr an error message shows
 TRANSCRIPT_LIMIT = 20_000  # lines a transcript keeps; later ones are counted, not kept
 TRANSCRIPT_KEPT = 4096  # characters of one line a transcript keeps
 TEXT_SHOWN = 300  # characters of one line Transcript.text() shows
+EXCHANGED_LINES = 8  # lines of the transcript a DriverError keeps: the last lines exchanged
 EXIT_GRACE = 2.0  # seconds a driver has to exit after `exit` and EOF, before SIGTERM
 CLOSE_WRITE_TIMEOUT = 1.0  # seconds close() spends sending `exit`
 READER_JOIN = 2.0  # seconds close() waits for the reader threads after the process is gone
@@ -60,13 +62,20 @@ _MARKS: dict[str, str] = {"send": ">", "recv": "<", "stderr": "!", "note": "#"}
 class DriverError(Exception):
     """The driver crashed, hung or broke the protocol; str(e) says which, with its stderr's end.
 
-    ``cause`` is ``crashed``, ``hung`` or ``broken`` (garbage, a closed driver): a check whose
-    input made the library crash or hang fails it; a broken driver is the suite's problem.
-    ``given-up``: not asked at all, the driver having hung too often before (ClientTarget)."""
+    ``cause`` is ``crashed``, ``hung`` or ``broken`` (garbage, a closed driver); ``given-up``:
+    not asked at all, the driver having hung too often before (ClientTarget). ``command`` is the
+    request in flight ("" when none was: it died while its events were awaited), ``exchanged``
+    the last lines of its transcript. ``server_input`` is set by whoever knows: whether a server
+    had just given the library something (bytes, a close) when it crashed or hung (``rule``)."""
 
-    def __init__(self, message: str, cause: str = "broken") -> None:
+    def __init__(
+        self, message: str, cause: str = "broken", command: str = "", exchanged: str = ""
+    ) -> None:
         super().__init__(message)
         self.cause = cause
+        self.command = command
+        self.exchanged = exchanged
+        self.server_input = False
 
 
 @dataclass
@@ -118,6 +127,10 @@ class Transcript:
             shown.append(f"  ... {dropped} more lines not kept")
         return "\n".join(shown)
 
+    def tail(self, count: int) -> str:
+        """The last ``count`` lines of ``text()`` (notes, stderr and both directions)."""
+        return "\n".join(self.text().splitlines()[-count:])
+
 
 @cache
 def protocol_schema(path: Path = SCHEMA_PATH) -> dict[str, Any]:
@@ -165,6 +178,64 @@ def _describe_status(status: int) -> str:
     return f"exited with status {status}"
 
 
+# --- what the driver's answers and failures make of a case ---------------------------------------
+
+# Error types that speak of the driver, not of the library (the schema's error_type): the library
+# has no such API, so the case cannot be asked (skip); the driver calls the suite's request
+# malformed, so the driver and the suite disagree and nobody is judged (error). Every other error
+# type is the library's own answer, which the case judges like any other.
+ABOUT_THE_DRIVER: dict[str, str] = {"unsupported": "skip", "invalid": "error"}
+
+
+@dataclass(frozen=True)
+class Ruling:
+    """What a driver's answer or failure makes of the case in flight, in place of a verdict on
+    the library's behaviour."""
+
+    outcome: Literal["skip", "error", "fail"]  # fail: in category robustness
+    message: str
+    category: str = CONFORMANCE
+
+
+def rule(answer: DriverReply | DriverError, cmd: str = "", case: str = "") -> Ruling | None:
+    """The one place where an answer about the driver, or its failure, becomes an outcome:
+
+    - ``unsupported`` is a skip with the driver's reason; ``invalid`` an error (the driver and
+      the suite disagree about the request ``cmd``);
+    - a driver that broke the protocol (garbage, a wrong id, an answer of the wrong shape) or was
+      given up on is an error naming the command;
+    - a crash or a hang is a robustness failure when a server had just given the library
+      something (``DriverError.server_input``: the library died on what a server sent), an
+      error otherwise (it died on a suite command); both name ``case``, the command in flight
+      and the last lines exchanged.
+
+    None for an answer that is the library's own: ok, or an error the case judges."""
+    if isinstance(answer, DriverReply):
+        outcome = None if answer.ok else ABOUT_THE_DRIVER.get(answer.error_type or "")
+        if outcome == "skip":
+            return Ruling("skip", f"{cmd} unsupported: {answer.error_message}")
+        if outcome == "error":
+            return Ruling(
+                "error",
+                f"the driver calls the suite's {cmd} request malformed (invalid: "
+                f"{answer.error_message}): the driver and the suite disagree",
+            )
+        return None
+    where = f"case {case}, " if case else ""
+    command = answer.command or "none"
+    exchanged = f"\nthe last lines exchanged:\n{answer.exchanged}" if answer.exchanged else ""
+    if answer.cause in ("crashed", "hung") and answer.server_input:
+        said = f"the library {answer.cause} on what a server sent it ({where}in flight: {command})"
+        return Ruling("fail", f"{said}: {answer}{exchanged}", ROBUSTNESS)
+    if answer.cause in ("crashed", "hung"):
+        said = f"the driver {answer.cause} on a command of the suite ({where}command {command})"
+        return Ruling("error", f"{said}: {answer}{exchanged}")
+    if answer.cause == "given-up":
+        return Ruling("error", f"{where}{answer}")
+    said = f"the driver failed, not the library ({where}command {command})"
+    return Ruling("error", f"{said}: {answer}{exchanged}")
+
+
 _OPEN: weakref.WeakSet[DriverProcess] = weakref.WeakSet()
 
 
@@ -197,6 +268,7 @@ class DriverProcess:
         self._stderr_done = threading.Event()
         self._call_lock = threading.Lock()
         self._next_id = 1
+        self._asked = ""  # the request in flight, e.g. "'publish' (id 7)"; "" between requests
         self._closed = False
         assert proc.stdin is not None
         self._stdin = proc.stdin.fileno()
@@ -342,7 +414,10 @@ class DriverProcess:
         tail = self._stderr_tail()
         cause = next((c for c in ("crashed", "hung") if problem.startswith(c)), "broken")
         return DriverError(
-            f"driver {self.name} (pid {self.pid}) {problem}; its stderr ends:\n{tail}", cause
+            f"driver {self.name} (pid {self.pid}) {problem}; its stderr ends:\n{tail}",
+            cause,
+            self._asked,
+            self.transcript.tail(EXCHANGED_LINES),
         )
 
     def _gone_error(self, doing: str) -> DriverError:
@@ -393,6 +468,7 @@ class DriverProcess:
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         self._check_usable()
+        self._asked = what
         self.transcript.add("send", line.decode(errors="replace"))
         self._write(line + b"\n", deadline, what)
         with self._cond:
@@ -414,6 +490,7 @@ class DriverProcess:
                 problem += f" ({response['error']['type']}: {response['error']['message']})"
             self._fail(problem)
             raise self._error(problem)
+        self._asked = ""
         return response
 
     def _reply(self, cmd: str | None, response: dict[str, Any]) -> DriverReply:
@@ -425,9 +502,17 @@ class DriverProcess:
             problem = schema_problem(result, f"commands/{cmd}/result", self.schema_path)
             if problem is not None:
                 problem = f"answered {cmd!r} with a result that breaks {self.protocol}: {problem}"
+                self._asked = repr(cmd)
                 self._fail(problem)
                 raise self._error(problem)
         return DriverReply(True, result, None, None)
+
+    def check_alive(self) -> None:
+        """DriverError when the driver broke the protocol or its process is gone (it may have
+        died after its last answer, with nobody waiting on it)."""
+        self._check_usable()
+        if self._status() is not None:
+            raise self._gone_error("after its last answer")
 
     def _check_usable(self) -> None:
         if self._closed:

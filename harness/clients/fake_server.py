@@ -93,6 +93,9 @@ class FakeConnection:
     received: list[Received] = field(default_factory=list)
     reactions: list[Reaction] = field(default_factory=list)
     closed_by_client: bool = False  # the client closed (or reset) the connection
+    # When (time.monotonic()) the fake server last gave the client something: bytes, or its
+    # close. A library that crashes or hangs after that may have done so on what it was given.
+    fed_at: float = 0.0
     parse_error: protocol.ProtocolError | None = None
     _closing: bool = False
     _changed: threading.Condition = field(default_factory=threading.Condition)
@@ -129,6 +132,7 @@ class FakeConnection:
                 if i:
                     time.sleep(pause)
                 self._record("send", piece)
+                self.fed_at = time.monotonic()
                 try:
                     self.sock.sendall(piece)
                 except OSError as exc:  # the client closed or reset, or stopped reading
@@ -313,6 +317,7 @@ class FakeConnection:
             self._changed.notify_all()
         if not already and not self.closed_by_client:
             self._record("close", b"connection closed by the fake server")
+            self.fed_at = time.monotonic()
         with contextlib.suppress(OSError):  # already closed by the client
             self.sock.shutdown(socket.SHUT_RDWR)
 
@@ -417,6 +422,12 @@ class FakeServer:
             conn = self.connections[self._handed_out]
             self._handed_out += 1
             return conn
+
+    def fed_since(self, moment: float) -> bool:
+        """Whether any connection was given something (bytes, a close) after ``moment``
+        (time.monotonic())."""
+        with self._accepted:
+            return any(conn.fed_at > moment for conn in self.connections)
 
     def transcript_text(self) -> str:
         """Every connection's transcript, one block each."""

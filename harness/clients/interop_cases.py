@@ -5,7 +5,8 @@ Cases come from vector files (kind ``interop``); those of one group and action r
 batch (one subscription sync, one settling wait), each under a subject prefix of its own so
 cases never see each other's messages. A case whose capabilities a library's hello lacks is
 skipped with the reason before anything is asked; a library refusing what the documents allow
-fails the case, a library answering ``unsupported`` skips it.
+fails the case, while an answer about the driver (``unsupported``: a skip; ``invalid``: an
+error) is never the library's failure (``driver.rule``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nats_conformance.conformance import interop, vectors
 from nats_conformance.conformance.interop import InteropSpec, Message
 from nats_conformance.conformance.vectors import Problem, Source
-from nats_conformance.harness.clients.driver import DriverError, DriverReply
+from nats_conformance.harness.clients.driver import DriverError, DriverReply, rule
 from nats_conformance.harness.results import bounded
 
 if TYPE_CHECKING:
@@ -77,7 +78,9 @@ class Refused(Exception):
 
     def __init__(self, side: str, cmd: str, reply: DriverReply) -> None:
         super().__init__(f"{side}'s {cmd} failed: {reply.error_type}: {reply.error_message}")
-        self.error_type = reply.error_type
+        self.side = side
+        self.cmd = cmd
+        self.reply = reply
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,12 @@ def judge(case: InteropCase, problems: Sequence[str], note: str = "") -> Verdict
 
 
 def refused(case: InteropCase, exc: Refused) -> Verdict:
-    """A library refusing what the documents allow fails the case; lacking the API skips it."""
-    return Verdict(case, "skip" if exc.error_type == "unsupported" else "fail", str(exc))
+    """A library refusing what the documents allow fails the case; an answer about the driver
+    (lacking the API, a request it calls malformed) is its ruling instead (driver.rule)."""
+    ruling = rule(exc.reply, exc.cmd)
+    if ruling is None:
+        return Verdict(case, "fail", str(exc))
+    return Verdict(case, ruling.outcome, f"{exc.side}: {ruling.message}")
 
 
 Lacking = Callable[[InteropCase], str | None]  # why a pair's libraries cannot run a case

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.judge import Judgement
-from nats_conformance.harness.clients.checks import Session, Verdict
+from nats_conformance.harness.clients.checks import DriverVerdict, Session, Verdict
 from nats_conformance.harness.clients.driver import DriverReply
 from nats_conformance.harness.servers.jetstream_names import NameSession, SessionError
 from nats_conformance.harness.servers.kinds import open_target
@@ -108,7 +108,8 @@ def judge_create(
     """The verdict on the library's answer to creating ``name`` as a ``production``: refused by
     the library, refused by the server, or created, right when ``expect_valid`` says so.
     ``held`` is whether the server holds it after an answer that leaves that open (a timeout);
-    None when unknown (then the row is an error)."""
+    None when unknown (then the row is an error). An answer about the driver (``unsupported``,
+    ``invalid``) never comes here: Session.call makes it the case's outcome (driver.rule)."""
     thing = f"{THINGS[KINDS[production]]} {_shown(name)}"
     if answer.ok:
         created = answer.result.get("created")
@@ -120,8 +121,6 @@ def judge_create(
         return Judgement(
             "fail", f"accepted an invalid {production}: the library sent it and created {thing}"
         )
-    if answer.error_type == "unsupported":
-        raise Verdict("skip", f"jetstream_create unsupported: {answer.error_message}")
     ended = f"{answer.error_type}: {answer.error_message}"
     who = DECIDED.get(answer.error_type or "")
     if who is None and held is None:
@@ -218,9 +217,12 @@ class JetStreamRun:
 
     def delete(self, kind: str, name: str, stream: str | None) -> str:
         """Delete what was created; "" when done, otherwise why not (later cases may meet it)."""
-        answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
-        if self.lost:  # the create left a closed connection (reported as a timeout, say)
+        try:
             answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
+            if self.lost:  # the create left a closed connection (reported as a timeout, say)
+                answer = self.call("jetstream_delete", kind=kind, name=name, stream=stream)
+        except DriverVerdict as verdict:  # cleaning up: the case is judged by its create
+            return f"; could not delete {THINGS[kind]} {_shown(name)}: {verdict.message}"
         if answer.ok:
             return ""
         return f"; could not delete {THINGS[kind]} {_shown(name)}: {answer.error_message}"
@@ -240,7 +242,14 @@ class JetStreamRun:
                 raise Verdict("error", f"cannot create the case's stream {host!r}: "
                                        f"{made.error_type}: {made.error_message}")  # fmt: skip
         subjects = [f"names.{self.token}.{self.cases}"] if kind == "stream" else None
-        answer = self.call("jetstream_create", kind=kind, name=name, stream=host, subjects=subjects)
+        try:
+            answer = self.call(
+                "jetstream_create", kind=kind, name=name, stream=host, subjects=subjects
+            )
+        except DriverVerdict:  # the driver cannot ask (unsupported): the case's stream goes
+            if host is not None:
+                self.delete("stream", host, None)
+            raise
         held = None
         if not answer.ok and answer.error_type not in DECIDED:  # the server says what happened
             held = self.holds(kind, name, host)

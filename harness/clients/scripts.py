@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 from nats_conformance.conformance import client_script, protocol, vectors
 from nats_conformance.conformance.client_script import QUIET, WITHIN, Step
 from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt
+from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.clients.checks import (
     TRANSCRIPT_LINES,
     CheckResult,
+    DriverVerdict,
     Session,
     Verdict,
     _answer_requests,
@@ -56,17 +58,24 @@ def run_script(
     started = time.monotonic()
     script = case.data["input"]
     lacking = next(filter(None, (client.lacks(n) for n in script.get("needs", []))), None)
+    category = CONFORMANCE
     if lacking is not None:
         outcome, message = "skip", lacking
     else:
         try:
             outcome, message = "pass", _execute(s, script, dict(builtins))
         except Verdict as verdict:
-            outcome, message = verdict.outcome, verdict.message
+            outcome, message, category = verdict.outcome, verdict.message, verdict.category
         except Mismatch as exc:  # the script itself is wrong: the vector check says so too
             outcome, message = "error", f"script field {exc.field}: {exc}"
-        except (DriverError, ClientError) as exc:
+        except DriverError as exc:  # robustness when the library died on what the server sent
+            verdict = Verdict.of_driver(exc, case.id)
+            outcome, message, category = verdict.outcome, verdict.message, verdict.category
+        except ClientError as exc:
             outcome, message = "error", f"driver: {exc}"
+        if (late := s.crashed()) is not None:  # the driver died during the case, unnoticed
+            verdict = Verdict.of_driver(late, case.id)
+            outcome, message, category = verdict.outcome, verdict.message, verdict.category
     shown = ""
     if outcome != "pass":
         shown = "\n".join(s.transcript.splitlines()[-TRANSCRIPT_LINES:])
@@ -79,6 +88,7 @@ def run_script(
         round((time.monotonic() - started) * 1000, 3),
         shown,
         case.data["description"],
+        category=category,
     )
 
 
@@ -112,8 +122,10 @@ def _execute(s: Session, script: dict[str, Any], variables: dict[str, str]) -> s
                 run.do(step)
             return "; ".join(run.notes[-4:]) or "the script ran"
     except Verdict as verdict:
-        # Connecting is what some scripts judge (an INFO the library must take).
-        if not entered and verdict.outcome == "error" and script.get("must_connect", False):
+        # Connecting is what some scripts judge (an INFO the library must take); what the
+        # driver answered about itself is not the library's failure to connect.
+        connecting = not entered and not isinstance(verdict, DriverVerdict)
+        if connecting and verdict.outcome == "error" and script.get("must_connect", False):
             raise _fail(verdict.message) from None
         raise
 
@@ -146,9 +158,7 @@ class _Run:
             args["payload_b64"] = base64.b64encode(payload).decode("ascii")
         self.mark = self.conn.count()
         timeout = args.get("timeout_ms", 0) / 1000 + WITHIN + 1
-        reply = self.s.call(cmd, timeout=timeout, **args)
-        if not reply.ok and reply.error_type == "unsupported":
-            raise Verdict("skip", f"{cmd} unsupported: {reply.error_message}")
+        reply = self.s.call(cmd, timeout=timeout, **args)  # unsupported: a skip
         said = "ok" if reply.ok else f"{reply.error_type}: {reply.error_message}"
         problem = client_script.answer_problem(data.get("answer", "ok"), reply.ok, reply.error_type)
         if problem is not None:

@@ -24,16 +24,22 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from nats_conformance.conformance import streaming as pb
 from nats_conformance.conformance import streaming_client as sc
 from nats_conformance.conformance import streaming_codec_client as scc
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
-from nats_conformance.conformance.verdicts import derived_level
+from nats_conformance.conformance.verdicts import CONFORMANCE, derived_level
 from nats_conformance.harness.clients.checks import CheckResult
-from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply
+from nats_conformance.harness.clients.driver import (
+    DriverError,
+    DriverProcess,
+    DriverReply,
+    Ruling,
+    rule,
+)
 from nats_conformance.harness.clients.streaming import StreamingBridge
 from nats_conformance.harness.clients.targets import (
     ClientError,
@@ -75,8 +81,13 @@ class StanDriverProcess(DriverProcess):
     protocol = PROTOCOL
 
 
-class Skip(Exception):
-    """The library lacks what a step needs."""
+class Ruled(Exception):
+    """The case ends without a verdict on the library: it lacks what a step needs (a skip), or
+    the driver answered about itself (driver.rule)."""
+
+    def __init__(self, ruling: Ruling) -> None:
+        super().__init__(ruling.message)
+        self.ruling = ruling
 
 
 @dataclass
@@ -199,14 +210,14 @@ class _Session:
 
     def _call(self, cmd: str, **args: Any) -> DriverReply:
         reply = self.d.call(cmd, timeout=STEP_TIMEOUT, **args)
-        if not reply.ok and reply.error_type == "unsupported":
-            raise Skip(f"{cmd} unsupported: {reply.error_message}")
+        if (ruling := rule(reply, cmd)) is not None:
+            raise Ruled(ruling)
         return reply
 
     def step(self, step: dict[str, Any], url: str) -> sc.Reported:
         lacking = [need for need in _needs(step) if need not in self.client.capabilities]
         if lacking:
-            raise Skip(f"the driver does not declare {', '.join(lacking)}")
+            raise Ruled(Ruling("skip", f"the driver does not declare {', '.join(lacking)}"))
         action = step["do"]
         timeout_ms = int(STEP_TIMEOUT * 800)  # the library's own limit ends before the driver's
         if action == "sleep":
@@ -243,7 +254,29 @@ class _Session:
 
 # --- running a session ---------------------------------------------------------------------------
 
-Rows = list[tuple[str, str, str, str]]  # (row id, level, outcome, message)
+
+class Row(NamedTuple):
+    id: str
+    level: str
+    outcome: str
+    message: str
+    category: str = CONFORMANCE
+
+
+Rows = list[Row]
+
+
+def _ruled(row_id: str, level: str, ruling: Ruling) -> Row:
+    return Row(row_id, level, ruling.outcome, ruling.message, ruling.category)
+
+
+def _crashed(exc: DriverError, row_id: str, fed: bool) -> Ruling:
+    """The ruling on a driver that crashed, hung or broke the protocol during ``row_id``;
+    ``fed``: the case's server bytes had been given to the library."""
+    exc.server_input = fed
+    ruling = rule(exc, case=row_id)
+    assert ruling is not None  # a failure always has a ruling
+    return ruling
 
 
 def _run(
@@ -253,9 +286,12 @@ def _run(
     row_id: str,
     body: Callable[[StanDriverProcess, StreamingBridge, StreamingServerModel], Rows],
     cluster_id: str = CLUSTER_ID,
+    fed: bool = False,
 ) -> list[CheckResult]:
     """``body`` with a started driver and a fresh reference streaming server bridged onto
-    ``server``; a library that crashes or hangs fails ``row_id`` unless ``body`` judged that."""
+    ``server``. A library that crashes or hangs gives ``row_id`` a robustness failure when the
+    case's server bytes (``fed``) were its input, an error otherwise (driver.rule), unless
+    ``body`` judged that."""
     started = time.monotonic()
     model = StreamingServerModel(cluster_id=cluster_id)
     transcript = ""
@@ -265,19 +301,18 @@ def _run(
                 rows = body(driver, bridge, model)
             finally:
                 transcript = driver.transcript.text()
-    except Skip as exc:
-        rows = [(row_id, case.level, "skip", str(exc))]
+    except Ruled as exc:
+        rows = [_ruled(row_id, case.level, exc.ruling)]
     except DriverError as exc:
-        # A library that crashes or hangs fails the case; a driver breaking the protocol is ours.
-        outcome = "error" if exc.cause == "broken" else "fail"
-        rows = [(row_id, case.level, outcome, f"the library {exc.cause} (driver: {exc})")]
+        rows = [_ruled(row_id, case.level, _crashed(exc, row_id, fed))]
     except (ClientError, OSError) as exc:
-        rows = [(row_id, case.level, "error", f"{type(exc).__name__}: {exc}")]
+        rows = [Row(row_id, case.level, "error", f"{type(exc).__name__}: {exc}")]
     ms = (time.monotonic() - started) * 1000
     return [
-        _result(case, outcome, message, ms,
-                transcript if outcome in ("fail", "error") else "", row_id=rid, level=level)
-        for rid, level, outcome, message in rows
+        _result(case, row.outcome, row.message, ms,
+                transcript if row.outcome in ("fail", "error") else "", row_id=row.id,
+                level=row.level, category=row.category)
+        for row in rows
     ]  # fmt: skip
 
 
@@ -303,7 +338,7 @@ def run_case(client: StreamingClient, server: RunningServer, case: vectors.Case)
             session.observed.sent = list(model.received)
             session.observed.ack_inboxes = list(model.ack_inboxes)
         problems = sc.judge(case.data["input"], case.data["expect"], session.observed)
-        return [(case.id, case.level, "fail" if problems else "pass", "; ".join(problems))]
+        return [Row(case.id, case.level, "fail" if problems else "pass", "; ".join(problems))]
 
     [row] = _run(client, server, case, case.id, body, case.data["input"]["cluster_id"])
     return row
@@ -345,13 +380,13 @@ def run_send(client: StreamingClient, server: RunningServer, case: vectors.Case)
         sent = any(n == inp["message"] for n, _ in session.observed.sent)
         failed = next((r for r in session.observed.steps if not r.ok), None)
         if not sent and failed is not None:
-            raise Skip(f"the library refused the values: {failed.error}")
+            raise Ruled(Ruling("skip", f"the library refused the values: {failed.error}"))
         problems = sc.sent_problems(plan.expect, session.observed, [])
         if problems and not sent:  # what the library said instead
             steps = zip(plan.input["steps"], session.observed.steps, strict=False)
             did = [f"{s['do']} {'ok' if r.ok else f'failed ({r.error})'}" for s, r in steps]
             problems.append(f"its steps: {', '.join(did)}")
-        return [(row_id, case.level, "fail" if problems else "pass", "; ".join(problems))]
+        return [Row(row_id, case.level, "fail" if problems else "pass", "; ".join(problems))]
 
     [row] = _run(client, server, case, row_id, body)
     return row
@@ -366,16 +401,18 @@ def _reported(event: dict[str, Any]) -> scc.ReportedMessage:
                                event["timestamp"])  # fmt: skip
 
 
-def _survival(driver: StanDriverProcess, arrived: bool = True) -> tuple[str, str]:
+def _survival(driver: StanDriverProcess, row_id: str, level: str, arrived: bool = True) -> Row:
     """Whether the library lived through the bytes: its driver still answers (and, for a
-    MsgProto, the valid message delivered after them arrived)."""
+    MsgProto, the valid message delivered after them arrived); ``level``: the derived row's."""
     try:
         driver.call("hello", timeout=STEP_TIMEOUT)
     except DriverError as exc:
-        return "fail", f"the library {exc.cause} after the bytes (driver: {exc})"
+        return _ruled(row_id, level, _crashed(exc, row_id, fed=True))
     if not arrived:
-        return "fail", "the valid MsgProto delivered after the bytes never arrived"
-    return "pass", "the library went on working"
+        return Row(
+            row_id, level, "fail", "the valid MsgProto delivered after the bytes never arrived"
+        )
+    return Row(row_id, level, "pass", "the library went on working")
 
 
 def run_receive(
@@ -401,17 +438,19 @@ def run_receive(
         try:
             verdict, arrived = _receive(session, bridge, model, plan, exp, server.url)
         except DriverError as exc:
-            said = f"the library {exc.cause} (driver: {exc})"
             if not invalid:
                 raise
-            return [(row_id, case.level, "pass", f"not reported as a message or answer: {said}"),
-                    (f"{row_id}-survives", survives, "fail", said)]  # fmt: skip
-        rows = [(row_id, case.level, *verdict)]
+            crashed = _ruled(f"{row_id}-survives", survives, _crashed(exc, row_id, fed=True))
+            said = f"not reported as a message or answer: the library {exc.cause}"
+            return [Row(row_id, case.level, "pass", said), crashed]
+        rows = [Row(row_id, case.level, *verdict)]
         if invalid:
-            rows.append((f"{row_id}-survives", survives, *_survival(driver, arrived)))
+            rows.append(_survival(driver, f"{row_id}-survives", survives, arrived))
         return rows
 
-    return _run(client, server, case, row_id, body)
+    # The case's bytes are what the server gives the library (an answer to its request is set up
+    # before its steps): a crash or a hang is on them.
+    return _run(client, server, case, row_id, body, fed=True)
 
 
 def _receive(
@@ -475,10 +514,12 @@ def _result(
     *,
     row_id: str | None = None,
     level: str | None = None,
+    category: str = CONFORMANCE,
 ) -> CheckResult:
     return CheckResult(
         row_id or case.id, level or case.level, case.source, outcome, message, round(ms, 3),
         transcript, f"{case.data['description']} (vector {case.id})", group=case.group,
+        category=category,
     )  # fmt: skip
 
 
@@ -506,11 +547,16 @@ def server_observation(
 ) -> tuple[str, str | None]:
     """The case's steps against the streaming server at ``url``: what the client reported,
     and why the server's part of the case (every step succeeds, ``received``) does not hold.
-    What the client sent is the client's part, judged by its own rows."""
+    What the client sent is the client's part, judged by its own rows. A DriverError when the
+    client cannot take the case (a step it lacks, an answer about its driver): nothing observed.
+    """
     with client.driver() as driver:
         session = _Session(driver, client, {**case.data["input"], "cluster_id": cluster_id},
                            case.data["expect"])  # fmt: skip
-        _take_steps(session, url)
+        try:
+            _take_steps(session, url)
+        except Ruled as exc:
+            raise DriverError(f"{client.name} cannot take the case: {exc}") from None
     server_part = {"received": case.data["expect"].get("received", {})}
     problems = sc.judge(case.data["input"], server_part, session.observed)
     steps = ", ".join("ok" if r.ok else f"failed ({r.error})" for r in session.observed.steps)

@@ -20,7 +20,9 @@ A path gives rows only for the cases it can ask (a subscribe subject is not publ
 path reaches gets one ``skip`` row that says so, so the gap shows in every report.
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
-reason (drivers also say it of single inputs their library cannot express).
+reason (drivers also say it of single inputs their library cannot express), one it answers
+``invalid`` is an error, and a driver that crashes or hangs gives the case in flight a row of
+its own (robustness when the library died on what the fake server sent it): ``driver.rule``.
 Judging is ``conformance.judge``'s; this module only drives the library and collects answers.
 Every judged row carries what the library did (``CheckResult.observed``, canonical).
 """
@@ -36,7 +38,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nats_conformance.conformance import headers, judge, protocol, vectors
 from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
-from nats_conformance.conformance.verdicts import ROBUSTNESS, derived_level, observation
+from nats_conformance.conformance.verdicts import (
+    CONFORMANCE,
+    ROBUSTNESS,
+    derived_level,
+    observation,
+)
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients.checks import (
@@ -65,10 +72,7 @@ if TYPE_CHECKING:
     from nats_conformance.harness.clients.targets import ClientTarget
 
 T = TypeVar("T")
-# Driver error types that mean "the library refused this input" (protocol 1 says `invalid`,
-# protocol 2 `refused` for a refusal before anything was sent).
-REFUSALS = frozenset({"refused", "invalid", "protocol", "other"})
-# ... and those that mean the connection or the driver is in trouble, not the input.
+# Driver error types that mean the connection is in trouble, not the input.
 TROUBLE = frozenset({"connection", "timeout"})
 HEADERS_SUBJECT = "conformance.headers"
 AFTER = b"after"  # payload of the MSG sent behind a header block: its delivery proves survival
@@ -121,25 +125,13 @@ class PathRun:
             self._resources[name] = self._stack.enter_context(make())
         return cast(T, self._resources[name])
 
-    def call(self, cmd: str, **args: Any) -> DriverReply:
-        """A driver call whose ``unsupported`` answer skips the case (drivers also answer it for
-        one input their library cannot express, so later cases are still asked)."""
-        answer = self.s.call(cmd, **args)
-        if not answer.ok and answer.error_type == "unsupported":
-            raise Verdict("skip", f"{cmd} unsupported: {answer.error_message}")
-        return answer
-
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
 def _trouble(answer: DriverReply) -> Verdict:
-    """A failed answer to a question about the library's own code: the driver could not put
-    the input to the library (a skip), or something went wrong (an error)."""
-    if answer.error_type == "invalid":
-        return Verdict("skip", f"the driver cannot give this input to the library: "
-                               f"{answer.error_message}")  # fmt: skip
+    """A failed answer that says nothing about the input: something went wrong (an error)."""
     return Verdict("error", f"{answer.error_type}: {answer.error_message}")
 
 
@@ -160,13 +152,13 @@ def _block_of(result: dict[str, Any]) -> headers.HeaderBlock:
 
 def _decode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     block = vectors.decode_bytes(case.data["input"]["block"])
-    answer = r.call("decode_headers", block_b64=_b64(block))
+    answer = r.s.call("decode_headers", block_b64=_b64(block))
     got = _block_of(answer.result) if answer.ok else _refusal(answer)
     yield "decode", judge.judge_header_block(case.data["expect"], got)
 
 
 def _encode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    answer = r.call("encode_headers", headers=case.data["input"]["headers"])
+    answer = r.s.call("encode_headers", headers=case.data["input"]["headers"])
     got = base64.b64decode(answer.result["block_b64"]) if answer.ok else _refusal(answer)
     yield "encode", judge.judge_encoded_block(case.data["expect"], got)
 
@@ -180,7 +172,7 @@ def _encode_limit(case: vectors.Case) -> str | None:
 
 def _op(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     inp = case.data["input"]
-    answer = r.call(
+    answer = r.s.call(
         "headers_op", headers=inp["headers"], case=inp["case"], op=inp["op"], key=inp["key"],
         value=inp.get("value"),
     )  # fmt: skip
@@ -190,7 +182,7 @@ def _op(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
 
 def _validity(r: PathRun, case: vectors.Case, cmd: str, **args: str) -> Judgement:
     """The library's own verdict on a subject or name (``cmd``), judged."""
-    answer = r.call(cmd, **args)
+    answer = r.s.call(cmd, **args)
     if not answer.ok:
         raise _trouble(answer)
     return judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
@@ -337,8 +329,6 @@ def _wire_op(
     """What the library put on the wire after ``after`` for a call answered by ``answer``: the
     first operation of ``kind``; a rejection when it refused before sending; ``Malformed`` when
     what went out does not parse."""
-    if not answer.ok and answer.error_type == "unsupported":
-        raise Verdict("skip", f"unsupported: {answer.error_message}")
     if not answer.ok and answer.error_type not in TROUBLE:
         # A refusal may follow bytes already buffered: a flush writes them out, and its PING on
         # the wire comes after them.
@@ -449,10 +439,26 @@ def _header_pairs(op: dict[str, Any]) -> list[list[str]] | None:
     return [[name, value] for name, value in block.fields]
 
 
+def _send_needs(op: protocol.Op) -> str | None:
+    """The capability asking the library for ``op`` takes beyond the basics, if any: a library
+    whose hello does not declare it is not asked (a flush without its round trip need not
+    send a PING at all)."""
+    if isinstance(op, protocol.HPub):
+        return "headers"
+    if isinstance(op, protocol.Sub) and op.queue is not None:
+        return "queue_groups"
+    if isinstance(op, protocol.Unsub) and op.max_msgs is not None:
+        return "unsubscribe_max"
+    return "flush_roundtrip" if isinstance(op, protocol.Ping) else None
+
+
 def _send(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     """Ask the library to send the case's operation; judge the operation it put on the wire."""
     fields = case.data["input"]["op"]
     asked = protocol.op_from_fields(vectors.op_pattern(fields, "input.op"))
+    need = _send_needs(asked)
+    if need is not None and (lacking := r.s.client.lacks(need)) is not None:
+        raise Verdict("skip", lacking)
     link = r.link("send")
     conn, _ = link.get()
     chosen = frozenset()
@@ -660,6 +666,7 @@ def _result(
     message: str,
     ms: float,
     transcript: str = "",
+    category: str = CONFORMANCE,
     *,
     observed: str = "",
 ) -> CheckResult:
@@ -667,7 +674,7 @@ def _result(
     shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
     return CheckResult(
         f"{case.id}@{spec.suffix}", spec.level, case.source, outcome, message, round(ms, 3),
-        shown, description, group=case.group, observed=observed,
+        shown, description, group=case.group, category=category, observed=observed,
     )  # fmt: skip
 
 
@@ -683,26 +690,26 @@ def _run_case(
     except Verdict as verdict:
         ending = verdict
     except DriverError as exc:
-        # The library crashing or hanging on the case's input fails it; a broken driver, or one
-        # given up on after hanging before, does not.
-        outcome = "fail" if exc.cause in ("crashed", "hung") else "error"
-        said = str(exc) if exc.cause == "given-up" else f"the library {exc.cause} (driver: {exc})"
-        ending = Verdict(outcome, said)
+        ending = Verdict.of_driver(exc, case.id)  # robustness when it died on the server's bytes
     except Exception as exc:  # a bug in a path: the other cases still run
         ending = Verdict("error", f"path {path.name} raised {type(exc).__name__}: {exc}")
+    if (late := r.s.crashed()) is not None:  # the driver died during the case, unnoticed
+        produced, ending = {}, Verdict.of_driver(late, case.id)
     ms = (time.monotonic() - started) * 1000
     out = []
     for spec in specs:
         got = produced.get(spec.suffix)
-        observed = ""
+        observed, category = "", CONFORMANCE
         if got is not None:
             outcome, message, observed = got.outcome, got.message, observation(got.observed)
+            category = got.category
         elif ending is not None:
-            outcome, message = ending.outcome, ending.message
+            outcome, message, category = ending.outcome, ending.message, ending.category
         else:
             outcome, message = "error", "the path gave no verdict for this row"
+        transcript = r.s.transcript
         out.append(
-            _result(case, spec, path.how, outcome, message, ms, r.s.transcript, observed=observed)
+            _result(case, spec, path.how, outcome, message, ms, transcript, category, observed=observed)
         )
     return out
 

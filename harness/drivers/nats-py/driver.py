@@ -1,8 +1,12 @@
 """nats-conformance-driver/2 for nats-py: JSON lines on stdin, responses and events on stdout.
 
-Works with nats-py 2.10 and later. What it reaches inside nats-py, and why:
-- decode_headers runs Client._process_headers, the method Client._process_msg calls on every
-  received header block, on a client that never connects (the block is all it reads).
+Works with nats-py 2.0 and later; what a release lacks is never called: it is left out of
+hello's capabilities and answered `unsupported` (a named, non-durable consumer, which 2.0's
+ConsumerConfig cannot express, is answered `unsupported` alone). What it reaches inside nats-py,
+and why:
+- decode_headers runs Client._process_headers (not in 2.0, which parses inside _process_msg on
+  a subscription's message: there it is `unsupported`), the method Client._process_msg calls on
+  every received header block, on a client that never connects (the block is all it reads).
 - encode_headers runs Client._send_publish, the code publish() uses to build an HPUB, on a
   client that never connects: it leaves the HPUB in the client's pending buffer, whose header
   block is the answer.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import importlib
 import importlib.metadata
 import json
@@ -41,6 +46,10 @@ import nats.js.errors
 from nats.aio.client import Client
 
 PROTOCOL = "nats-conformance-driver/2"
+# Client._process_headers, nats-py's own header block parser (not in 2.0).
+HAS_HEADER_PARSER = hasattr(Client, "_process_headers")
+# What a consumer can be created with (2.0 has durable_name but no name).
+CONSUMER_FIELDS = frozenset(field.name for field in dataclasses.fields(nats.js.api.ConsumerConfig))
 MAX_LINE = 64 << 20  # bytes in one request line
 JS_TIMEOUT = 5.0  # seconds nats-py waits for a JetStream API answer
 STATUS = nats.js.api.Header.STATUS.value  # nats-py's names for a status line's parts
@@ -69,9 +78,10 @@ class Failed(Exception):
         self.kind = kind
 
 
-def _classes(*names: str) -> tuple[type[BaseException], ...]:
-    """nats.errors classes by name; names an older nats-py lacks are left out."""
-    found = (getattr(nats.errors, name, None) for name in names)
+def _classes(*names: str, module: Any = nats.errors) -> tuple[type[BaseException], ...]:
+    """Exception classes of ``module`` by name; names an older nats-py lacks are left out (an
+    ``except`` naming a missing one would fail with AttributeError instead of catching)."""
+    found = (getattr(module, name, None) for name in names)
     return tuple(cls for cls in found if isinstance(cls, type))
 
 
@@ -309,10 +319,11 @@ class Driver:
             # no_responders are always on (it sends them when the server supports headers).
             *("headers", "no_responders", "queue_groups", "request", "unsubscribe_max"),
             *("drain", "verbose", "pedantic", "echo", "user_password", "token"),
-            "decode_headers",
             "encode_headers",
             "flush_roundtrip",  # Client.flush sends PING and waits for the PONG
         ]
+        if HAS_HEADER_PARSER:
+            found.append("decode_headers")
         if getattr(nats.aio.client, "_validate_subject", None) is not None:
             found.append("validate_subject")
         if self.name_checks:
@@ -423,6 +434,8 @@ class Driver:
 
     async def decode_headers(self, request: dict[str, Any]) -> dict[str, Any]:
         block = decode_b64(request, "block_b64")
+        if not HAS_HEADER_PARSER:
+            raise Unsupported("this nats-py version has no header parser of its own to call")
         client = Client()  # never connected: _process_headers reads only the block
         reported: list[BaseException] = []
 
@@ -483,6 +496,8 @@ class Driver:
                 return {"created": info.config.name}
             if kind in ("consumer", "durable"):
                 field = "name" if kind == "consumer" else "durable_name"
+                if field not in CONSUMER_FIELDS:
+                    raise Unsupported(f"this nats-py version's ConsumerConfig has no {field}")
                 config = nats.js.api.ConsumerConfig(**{field: name})
                 consumer = await js.add_consumer(arg(request, "stream", str), config)
                 return {"created": consumer.name}
@@ -493,25 +508,25 @@ class Driver:
                 return {"created": (await store.status()).bucket}
         except nats.js.errors.APIError as exc:
             raise js_api_failure(exc) from None
-        except nats.js.errors.InvalidBucketNameError as exc:  # checked before any request
+        except _BUCKET_NAME_ERRORS as exc:  # checked before any request
             raise Failed("refused", f"{type(exc).__name__}: {error_text(exc)}") from None
         raise Invalid(f"unknown kind {kind!r}")
 
     async def jetstream_delete(self, request: dict[str, Any]) -> dict[str, Any]:
         kind, name = arg(request, "kind", str), arg(request, "name", str)
         js = self.connection().jetstream(timeout=JS_TIMEOUT)
-        deletes = {
-            "stream": js.delete_stream,
-            "kv": js.delete_key_value,
-            "object_store": js.delete_object_store,
-        }
+        # Looked up by name: a release without object stores (2.0) has no delete_object_store.
+        deletes = {"stream": "delete_stream", "kv": "delete_key_value",
+                   "object_store": "delete_object_store"}  # fmt: skip
         try:
             if kind in ("consumer", "durable"):
                 await js.delete_consumer(arg(request, "stream", str), name)
-            elif kind in deletes:
-                await deletes[kind](name)
-            else:
+            elif kind not in deletes:
                 raise Invalid(f"unknown kind {kind!r}")
+            elif (delete := getattr(js, deletes[kind], None)) is None:
+                raise Unsupported(f"this nats-py version has no JetStreamContext.{deletes[kind]}")
+            else:
+                await delete(name)
         except nats.js.errors.APIError as exc:
             raise js_api_failure(exc) from None
         return {}
@@ -527,6 +542,10 @@ class Driver:
 
     async def on_closed(self) -> None:
         emit({"event": "closed"})
+
+
+# nats-py's own bucket name check (not in 2.0: there none is caught).
+_BUCKET_NAME_ERRORS = _classes("InvalidBucketNameError", module=nats.js.errors)
 
 
 def js_api_failure(exc: nats.js.errors.APIError) -> Failed:
