@@ -17,7 +17,7 @@ from cli_command import CLI
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nats_conformance.conformance import interop, vectors
+from nats_conformance.conformance import interop, levels, vectors
 from nats_conformance.conformance.interop import (
     Message,
     Subscription,
@@ -28,6 +28,7 @@ from nats_conformance.conformance.interop import (
     expected_receivers,
     judge_receiver,
 )
+from nats_conformance.conformance.verdicts import settle
 from nats_conformance.harness.clients import interop as matrix_run
 from nats_conformance.harness.clients import interop_cases
 from nats_conformance.harness.clients import targets as clients
@@ -75,20 +76,12 @@ def test_case_ids_are_stable_and_grouped_by_scenario() -> None:
 
 
 def test_levels_follow_the_documents() -> None:
-    levels = {case.id: case.level for case in CASES}
-    for must in (
-        "interop.pubsub.binary",
-        "interop.pubsub.large",
-        "interop.headers.case-variants",
-        "interop.headers.multi-value",
-        "interop.wildcard.full",
-        "interop.request.response",
-    ):
-        assert levels[must] == "must"
-    assert levels["interop.headers.outer-whitespace"] == "info"
-    assert levels["interop.headers.empty-value"] == "should"
-    assert levels["interop.headers.interleaved"] == "info"
-    assert levels["interop.queue.one-member-each"] == "should"
+    """Each interop case's level is what its cited statements give the client role (the rule
+    vectors check enforces); a pair is judged only where the words bind client libraries."""
+    for case in vectors.bundled_cases():
+        if case.kind == "interop":
+            assert levels.case_problems(case, levels.bundled_index(), levels.bundled_levels()) == []
+    assert {case.level for case in CASES} >= {"must", "info"}
 
 
 def test_payloads_contain_what_a_text_protocol_could_break() -> None:
@@ -646,7 +639,7 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
     once passes when run again and is flaky; one the baseline lists, or a should case, is not
     run again."""
     must = [case for case in CASES if case.level == "must"][:2]
-    should = next(case for case in CASES if case.level == "should")
+    should = next(case for case in CASES if case.level != "must")  # not gating: not run again
     runs: dict[str, int] = {}
 
     def batch_on(batch: list[Any], a: Endpoint, b: Endpoint, index: int) -> list[Any]:
@@ -654,8 +647,10 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
         for case in batch:
             runs[case.id] = runs.get(case.id, 0) + 1
             outcome = "pass" if runs[case.id] > 1 else "fail"
-            verdict = interop_cases.Verdict(case, outcome, f"attempt {runs[case.id]}")
-            verdicts.append(matrix_run.observed_as(verdict, f'{{"attempt":{runs[case.id]}}}'))
+            observed = f'{{"attempt":{runs[case.id]}}}'
+            verdicts.append(
+                interop_cases.Verdict(case, outcome, f"attempt {runs[case.id]}", observed=observed)
+            )
         return verdicts
 
     monkeypatch.setattr(matrix_run, "run_batch_on", batch_on)
@@ -671,7 +666,8 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
     flaky = "flaky: passed on attempt 2 after attempt 1: fail: attempt 1; then: attempt 2"
     assert by_case[must[0].id] == ("pass", flaky, True)
     assert by_case[must[1].id] == ("fail", "attempt 1", False)  # baselined: not run again
-    assert by_case[should.id] == ("fail", "attempt 1", False)  # not gating: not run again
+    # Not gating: not run again (an info case's failure is recorded, settled to a pass).
+    assert by_case[should.id] == (settle(should.level, "fail"), "attempt 1", False)
     assert runs == {must[0].id: 2, must[1].id: 1, should.id: 1}
 
 

@@ -19,14 +19,14 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
 
 from nats_conformance.conformance.interop import Message
 from nats_conformance.conformance.vector_values import excerpt
 from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply, rule
 from nats_conformance.harness.clients.interop_cases import (
     CALL_TIMEOUT,
     InteropCase,
@@ -359,24 +359,12 @@ class Delivered:
 # --- the matrix ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Observed(Verdict):
-    """A case's verdict on a pair, with what the pair's libraries reported for it."""
-
-    observed: str = ""  # canonical (Reported.observed)
-
-
-def observed_as(verdict: Verdict, observed: str) -> Observed:
-    return Observed(**{f.name: getattr(verdict, f.name) for f in fields(verdict)},
-                    observed=observed)  # fmt: skip
-
-
 def _record(
     ctx: RunContext,
     writer: ResultsWriter,
     a: Endpoint,
     b: Endpoint,
-    verdict: Observed,
+    verdict: Verdict,
     duration_ms: float,
 ) -> ResultRow:
     """Write the row of ``verdict``'s case for the pair (A, B), its transcript as details."""
@@ -391,6 +379,7 @@ def _record(
             duration_ms,
             verdict.transcript,
             observed=verdict.observed,
+            category=verdict.category,
         ),
         source=case.source,
         description=case.description,
@@ -399,23 +388,36 @@ def _record(
 
 def run_batch_on(
     batch: Sequence[InteropCase], a: Endpoint, b: Endpoint, index: int
-) -> list[Observed]:
+) -> list[Verdict]:
     """One batch of cases for the pair (A, B), each verdict with what the libraries reported
-    for its case; a driver that fails gives error verdicts."""
+    for its case. A driver that fails during a batch of several cases fails no case by itself:
+    each case runs again alone on a new pair, so a crash or a hang is charged to the case in
+    flight (driver.rule) and to no other."""
     pair = None
     try:
         pair = Pair(a.driver("pub"), b.driver("sub"), a.name, b.name, index)
         verdicts = run_batch(pair, batch, lambda case: lacking(case, a, b))
     except (DriverError, Refused) as exc:
-        # Refused here: a flush or subscribe outside a case (the connection is gone).
-        verdicts = [
-            Verdict(case, "error", str(exc), "" if pair is None else transcript(pair, case))
-            for case in batch
-        ]
+        if len(batch) > 1:
+            return [v for case in batch for v in run_batch_on([case], a, b, index)]
+        verdicts = [_failed(batch[0], exc, pair)]
     return [
-        observed_as(verdict, "" if pair is None else pair.observed(verdict.case.id))
+        replace(verdict, observed="" if pair is None else pair.observed(verdict.case.id))
         for verdict in verdicts
     ]
+
+
+def _failed(case: InteropCase, exc: DriverError | Refused, pair: Pair | None) -> Verdict:
+    """The verdict of a case whose drivers failed: their ruling (B died while its deliveries
+    were awaited: on what the server sent it), or an error (a flush or subscribe outside the
+    case was refused: the connection is gone)."""
+    shown = "" if pair is None else transcript(pair, case)
+    if isinstance(exc, DriverError):
+        exc.server_input = exc.server_input or not exc.command
+        ruling = rule(exc, case=case.id)
+        if ruling is not None:
+            return Verdict(case, ruling.outcome, ruling.message, shown, category=ruling.category)
+    return Verdict(case, "error", str(exc), shown)
 
 
 def lacking(case: InteropCase, a: Endpoint, b: Endpoint) -> str | None:
@@ -462,7 +464,7 @@ def run_pairs(
                     yield _record(ctx, writer, a, b, verdict, share), flaky
 
 
-def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Observed:
+def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Verdict:
     """One case run again on the pair, in a batch of its own (its subjects are new)."""
     [verdict] = run_batch_on([case], a, b, index)
     return verdict

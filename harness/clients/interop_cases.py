@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nats_conformance.conformance import interop, vectors
 from nats_conformance.conformance.interop import InteropSpec, Message
 from nats_conformance.conformance.vectors import Problem, Source
+from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, rule
 from nats_conformance.harness.results import bounded
 
@@ -89,6 +90,8 @@ class Verdict:
     outcome: Outcome
     message: str
     transcript: str = ""  # what each side did and reported (kept for a row that did not pass)
+    observed: str = ""  # what the pair's libraries reported for the case, canonical
+    category: str = CONFORMANCE  # robustness: a library crashed or hung (driver.rule)
 
 
 def judge(case: InteropCase, problems: Sequence[str], note: str = "") -> Verdict:
@@ -103,7 +106,7 @@ def refused(case: InteropCase, exc: Refused) -> Verdict:
     ruling = rule(exc.reply, exc.cmd)
     if ruling is None:
         return Verdict(case, "fail", str(exc))
-    return Verdict(case, ruling.outcome, f"{exc.side}: {ruling.message}")
+    return Verdict(case, ruling.outcome, f"{exc.side}: {ruling.message}", category=ruling.category)
 
 
 Lacking = Callable[[InteropCase], str | None]  # why a pair's libraries cannot run a case

@@ -707,10 +707,9 @@ def _run_case(
             outcome, message, category = ending.outcome, ending.message, ending.category
         else:
             outcome, message = "error", "the path gave no verdict for this row"
-        transcript = r.s.transcript
-        out.append(
-            _result(case, spec, path.how, outcome, message, ms, transcript, category, observed=observed)
-        )
+        row = _result(case, spec, path.how, outcome, message, ms, r.s.transcript, category,
+                      observed=observed)  # fmt: skip
+        out.append(row)
     return out
 
 
