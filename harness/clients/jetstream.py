@@ -111,15 +111,28 @@ def judge_create(
     None when unknown (then the row is an error). An answer about the driver (``unsupported``,
     ``invalid``) never comes here: Session.call makes it the case's outcome (driver.rule)."""
     thing = f"{THINGS[KINDS[production]]} {_shown(name)}"
+    # What the library did: created the name, or ended with which error type (and whether the
+    # server holds the thing afterwards, where that was asked).
+    seen: dict[str, Any] = (
+        {"created": answer.result.get("created") == name}
+        if answer.ok
+        else {"error": answer.error_type, "held": held}
+    )
     if answer.ok:
         created = answer.result.get("created")
         if created != name:
             shown = _shown(created) if isinstance(created, str) else repr(created)
-            return Judgement("fail", f"asked for {thing}, the library created {shown}")
+            return Judgement(
+                "fail", f"asked for {thing}, the library created {shown}", observed=seen
+            )
         if expect_valid:
-            return Judgement("pass", f"accepted a valid {production}: created {thing}")
+            return Judgement(
+                "pass", f"accepted a valid {production}: created {thing}", observed=seen
+            )
         return Judgement(
-            "fail", f"accepted an invalid {production}: the library sent it and created {thing}"
+            "fail",
+            f"accepted an invalid {production}: the library sent it and created {thing}",
+            observed=seen,
         )
     ended = f"{answer.error_type}: {answer.error_message}"
     who = DECIDED.get(answer.error_type or "")
@@ -131,13 +144,18 @@ def judge_create(
             "pass" if expect_valid else "fail",
             f"{valid} {production}: the library's call ended in {ended}, but the server holds "
             f"{thing}",
+            observed=seen,
         )
     detail = f"{who} ({answer.error_message})" if who else (
         f"the library's call ended in {ended}, and the server holds no such thing"
     )  # fmt: skip
     if expect_valid:
-        return Judgement("fail", f"a valid {production}, {thing}, was not created: {detail}")
-    return Judgement("pass", f"an invalid {production}, {thing}, was not created: {detail}")
+        return Judgement(
+            "fail", f"a valid {production}, {thing}, was not created: {detail}", observed=seen
+        )
+    return Judgement(
+        "pass", f"an invalid {production}, {thing}, was not created: {detail}", observed=seen
+    )
 
 
 def stream_of(kind: str, name: str) -> str:

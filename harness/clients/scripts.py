@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import client_script, protocol, vectors
 from nats_conformance.conformance.client_script import QUIET, WITHIN, Step
+from nats_conformance.conformance.judge import steady
 from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt
-from nats_conformance.conformance.verdicts import CONFORMANCE
+from nats_conformance.conformance.verdicts import CONFORMANCE, observation
 from nats_conformance.harness.clients.checks import (
     TRANSCRIPT_LINES,
     CheckResult,
@@ -59,11 +60,12 @@ def run_script(
     script = case.data["input"]
     lacking = next(filter(None, (client.lacks(n) for n in script.get("needs", []))), None)
     category = CONFORMANCE
+    notes: list[str] = []  # what happened, step by step: the row's observation
     if lacking is not None:
         outcome, message = "skip", lacking
     else:
         try:
-            outcome, message = "pass", _execute(s, script, dict(builtins))
+            outcome, message = "pass", _execute(s, script, dict(builtins), notes)
         except Verdict as verdict:
             outcome, message, category = verdict.outcome, verdict.message, verdict.category
         except Mismatch as exc:  # the script itself is wrong: the vector check says so too
@@ -88,6 +90,7 @@ def run_script(
         round((time.monotonic() - started) * 1000, 3),
         shown,
         case.data["description"],
+        observed=observation([steady(note) for note in notes]),
         category=category,
     )
 
@@ -96,8 +99,11 @@ def _fail(message: str) -> Verdict:
     return Verdict("fail", message)
 
 
-def _execute(s: Session, script: dict[str, Any], variables: dict[str, str]) -> str:
-    """Run the script's steps; the pass message, or a Verdict."""
+def _execute(
+    s: Session, script: dict[str, Any], variables: dict[str, str], notes: list[str]
+) -> str:
+    """Run the script's steps, noting what happens in ``notes``; the pass message, or a
+    Verdict."""
     server = client_script.substitute(script.get("server", {}), variables, "input.server")
     reactions = [
         _answer_requests(
@@ -117,7 +123,7 @@ def _execute(s: Session, script: dict[str, Any], variables: dict[str, str]) -> s
             reactions=reactions,
         ) as (fake, conn):
             entered = True
-            run = _Run(s, conn, fake.info, variables)
+            run = _Run(s, conn, fake.info, variables, notes=notes)
             for step in client_script.steps(script):
                 run.do(step)
             return "; ".join(run.notes[-4:]) or "the script ran"
