@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nats_conformance.harness.results import LATER_KEYS
 from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.reports import strips
 from nats_conformance.reports.analysis import version_order
@@ -57,8 +58,15 @@ def result_row(**fields: Any) -> dict[str, Any]:
         "outcome": "pass",
         "duration_ms": 1.5,
         "message": "",
+        "category": "conformance",
+        "observed": "",
     }
     return base | fields
+
+
+def old_row(**fields: Any) -> dict[str, Any]:
+    """A valid row as a suite wrote it before rows had ``category`` and ``observed``."""
+    return {k: v for k, v in result_row(**fields).items() if k not in LATER_KEYS}
 
 
 def write_results(path: Path, rows: list[dict[str, Any] | str]) -> Path:
