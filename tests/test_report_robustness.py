@@ -20,7 +20,7 @@ from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.cli import failure_reason, main
 from nats_conformance.harness.results import LATER_KEYS, MESSAGE_LIMIT, ROW_KEYS, bounded
-from nats_conformance.reports import history, ingest, pipeline
+from nats_conformance.reports import history, ingest, pipeline, summary
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -135,6 +135,26 @@ def test_a_date_store_without_the_later_columns_reads_them_as_defaults(
         (RUN_A, "c1", "conformance", ""),
         (RUN_B, "c1", "robustness", '{"closed":true}'),
     ]
+
+
+def test_summaries_written_before_observations_read_them_as_empty(
+    spark: Any, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "history")
+    first = result_row(case_id="c0", level="info", target_version="2.10.25", observed="")
+    pipeline.build([write_results(tmp_path / "a.jsonl", [first])], tmp_path / "r", store=store)
+    # The newest-run summary as written before it had observations.
+    newest = summary._path(store, "newest")
+    old = spark.read.parquet(newest).drop("observed").localCheckpoint()
+    old.write.mode("overwrite").partitionBy(summary.PARTITION).parquet(newest)
+    later = result_row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id="c0", level="info",
+                       observed='{"status":503}')  # fmt: skip
+    report, problems = pipeline.build(
+        [write_results(tmp_path / "b.jsonl", [later])], tmp_path / "r", store=store
+    )
+    assert not problems
+    [change] = report.version_changes
+    assert (change.before_observed, change.after_observed) == ("", '{"status":503}')
 
 
 def test_rows_written_before_category_and_observed_ingest_with_the_defaults(
