@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
+from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.results import INTEROP_KIND, LEVELS
 
@@ -78,10 +78,6 @@ class Failure:
     outcome: str
     message: str
     category: str = CONFORMANCE  # robustness: a crash or a hang, reported apart from scores
-
-    @property
-    def robustness(self) -> bool:
-        return self.category == ROBUSTNESS
 
 
 @dataclass(frozen=True)
