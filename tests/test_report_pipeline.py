@@ -18,7 +18,7 @@ from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS
-from nats_conformance.reports import analysis, outputs, pipeline, validate
+from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
 from nats_conformance.reports.spark import session
 
@@ -492,3 +492,41 @@ def test_info_cases_are_grouped_by_observation_and_its_changes_are_version_chang
     assert 'href="behaviour.html"' in (out / "index.html").read_text()
     checked = validate.problems(out)
     assert "behaviour.json" in checked and not any(checked.values()), checked
+
+
+# Info rows of latest runs: (target, version, case, outcome, observed).
+INFO_ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["client:a==1.0", "client:a==2.0", "client:b", "url:nats://h:1"]),
+        st.sampled_from(["1.0", "2.0"]),
+        st.sampled_from(["c0", "c1", "c2"]),
+        st.sampled_from(["pass", "skip", "error"]),
+        st.sampled_from(["", "x", "<y>"]),
+    ),
+    max_size=12,
+)
+
+
+@given(INFO_ROWS)
+def test_behaviour_groups_each_newest_observation_once_diverging_first(
+    rows: list[tuple[str, str, str, str, str]],
+) -> None:
+    # One latest run per target, at the version of the target's first row.
+    version_of = {t: v for t, v, *_ in reversed(rows)}
+    latest = [
+        Run(t, f"run-{t}", "2026-11-01T00:00:00Z", v, "client", 1)
+        for t, v in sorted(version_of.items())
+    ]
+    found = analysis.behaviour(
+        [(t, c, "g", o, obs) for t, _, c, o, obs in rows], latest, analysis.version_order
+    )
+    judging = strips.columns(latest, analysis.version_order).values()
+    newest = {list(versions.values())[-1].target for versions in judging}
+    expected = [(c, obs, t, o) for t, _, c, o, obs in rows if t in newest and o != "skip"]
+    seen = [(b.case_id, o.observed, i.target, i.outcome) for b in found for o in b.observations
+            for i in o.by]  # fmt: skip
+    assert sorted(seen) == sorted(expected)  # every newest observation once, no skip
+    for b in found:
+        assert len({o.observed for o in b.observations}) == len(b.observations)
+        assert b.diverges == (len(b.observations) > 1)
+    assert [b.diverges for b in found] == sorted((b.diverges for b in found), reverse=True)
