@@ -6,20 +6,25 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.implementations import implementation
 from nats_conformance.harness.results import LEVELS, OUTCOMES
 from nats_conformance.reports import coverage, strips
 from nats_conformance.reports import history as history_store
 from nats_conformance.reports.model import (
+    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
     Flaky,
+    Observed,
+    Observer,
     Point,
     Report,
     Run,
@@ -97,6 +102,41 @@ def _cells(rows: list[tuple[str, str, str, str, str]]) -> list[Cell]:
     ]
 
 
+def behaviour(
+    rows: Iterable[tuple[str, str, str, str, str]],
+    latest: list[Run],
+    order: Callable[[str], Any],
+) -> list[Behaviour]:
+    """Pure: per info case, the implementations at their newest version (the strips' rule)
+    grouped by what they did, from (target, case id, group, outcome, observed) info rows of the
+    ``latest`` runs; cases where implementations diverge first. A skipped case observed nothing."""
+    newest: dict[str, tuple[str, str]] = {}  # target -> (implementation, its newest version)
+    for impl, versions in strips.columns(latest, order).items():
+        version, run = list(versions.items())[-1]
+        newest[run.target] = (impl, version)
+    cases: dict[str, tuple[str, dict[str, list[Observer]]]] = {}
+    for target, case_id, group, outcome, observed in rows:
+        if target not in newest or outcome == "skip":
+            continue
+        impl, version = newest[target]
+        seen = cases.setdefault(case_id, (group, defaultdict(list)))[1]
+        seen[observed].append(Observer(impl, version, target, outcome))
+    found = [
+        Behaviour(
+            case_id,
+            group,
+            tuple(
+                sorted(
+                    (Observed(observed, tuple(sorted(by))) for observed, by in seen.items()),
+                    key=lambda o: (-len(o.by), o.observed),
+                )
+            ),
+        )
+        for case_id, (group, seen) in cases.items()
+    ]
+    return sorted(found, key=lambda b: (not b.diverges, b.group, b.case_id))
+
+
 def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Dates) -> DataFrame:
     """The rows of ``runs``, reading only the partitions they are in."""
     keys = [(r.target, r.run_id) for r in runs]
@@ -132,21 +172,36 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
     previous = [target_runs[-2] for target_runs in runs.values() if len(target_runs) > 1]
     latest_rows = _rows_of(spark, history, latest, dates).persist()  # read three times
 
-    # A row per case of each target's latest run: the matrix, requirement coverage and strips.
-    outcomes = [
-        tuple(r)
-        for r in latest_rows.select("target", "case_id", "group", "level", "outcome").collect()
+    # A row per case of each target's latest run: the matrix (conformance rows only), the
+    # robustness failures, requirement coverage, strips and, for info cases, the observation.
+    is_info = F.col("level") == "info"
+    latest_cases = latest_rows.select(
+        "target", "case_id", "group", "level", "outcome", "category",
+        F.when(is_info, F.col("observed")).alias("observed"),
+    ).collect()  # fmt: skip
+    outcomes = [(r[0], r[1], r[2], r[3], r[4]) for r in latest_cases]
+    cells = _cells([o for o, r in zip(outcomes, latest_cases, strict=True) if r[5] == CONFORMANCE])
+    robustness = Counter(
+        r.target for r in latest_cases if r.category == ROBUSTNESS and r.outcome in FAILING
+    )
+    observations = [
+        (r.target, r.case_id, r.group, r.outcome, r.observed)
+        for r in latest_cases
+        if r.level == "info"
     ]
-    cells = _cells(outcomes)
 
     failing = latest_rows.where(F.col("outcome").isin(*FAILING))
     failures: dict[str, list[Failure]] = defaultdict(list)
+    # Robustness failures (a crash, a hang) first, whatever their level.
+    apart = (F.col("category") != ROBUSTNESS).cast("int")
     for r in (
-        _ranked(failing, [_level_rank(), "group", "case_id"], SHOWN_PER_TARGET)
+        _ranked(failing, [apart, _level_rank(), "group", "case_id"], SHOWN_PER_TARGET)
         .orderBy("target", "_n")
         .collect()
     ):
-        failures[r.target].append(Failure(r.case_id, r.group, r.level, r.outcome, r.message))
+        failures[r.target].append(
+            Failure(r.case_id, r.group, r.level, r.outcome, r.message, r.category)
+        )
 
     changes: dict[str, list[Change]] = defaultdict(list)
     change_totals: dict[str, tuple[int, int]] = {}
@@ -207,11 +262,12 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
                 totals=totals,
                 must=must,
                 failures=failures[run.target],
-                failures_total=totals.failed + totals.errored,
+                failures_total=totals.failed + totals.errored + robustness[run.target],
                 changes=changes[run.target],
                 regressions_total=regressions,
                 fixes_total=fixes,
                 history=history_points.get(run.target, {}),
+                robustness=robustness[run.target],
             )
         )
     flaky, flaky_total = _flaky(summaries.cases)
@@ -227,6 +283,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
         coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
         strips=version_strips,
+        behaviour=behaviour(observations, latest, version_order),
     )
 
 
@@ -278,8 +335,8 @@ def _version_series(
 ) -> dict[str, list[Any]]:
     """For each implementation with several versions, judging each version by its latest run
     (the strips' rule; ``newest_rows``: the rows of each target's newest run per version):
-    where each case first fails (``first_failures``), and every case whose outcome differs from
-    the version before (``version_changes``)."""
+    where each case first fails (``first_failures``), and every case whose outcome or
+    observation differs from the version before (``version_changes``)."""
     from pyspark.sql import functions as F
 
     every_run = [run for target_runs in runs.values() for run in target_runs]
@@ -308,7 +365,7 @@ def _version_series(
         newest_rows.join(F.broadcast(ranks), ["target", "run_id"])
         .groupBy("impl", "case_id")
         .agg(
-            F.sort_array(F.collect_list(F.struct("rank", "outcome"))).alias("s"),
+            F.sort_array(F.collect_list(F.struct("rank", "outcome", "observed"))).alias("s"),
             F.max("group").alias("group"),
             F.max("level").alias("level"),
         )
@@ -321,9 +378,13 @@ def _version_series(
             F.array_max(F.transform(passed_before, lambda x: x["rank"])).alias("last_rank"),
             F.element_at(series, -1).alias("newest"),
             F.size(series).alias("versions"),
-            F.filter(steps, lambda x: x["before"]["outcome"] != x["after"]["outcome"]).alias(
-                "changes"
-            ),
+            F.filter(
+                steps,
+                lambda x: (
+                    (x["before"]["outcome"] != x["after"]["outcome"])
+                    | (x["before"]["observed"] != x["after"]["observed"])
+                ),
+            ).alias("changes"),
         )
         .where(F.col("first_rank").isNotNull() | (F.size("changes") > 0))
         .collect()
@@ -342,6 +403,8 @@ def _version_series(
             before_outcome=c.before["outcome"],
             after_version=series_of[r.impl][c.after["rank"]],
             after_outcome=c.after["outcome"],
+            before_observed=c.before["observed"],
+            after_observed=c.after["observed"],
         )
         for r, c in steps_found
     ]

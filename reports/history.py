@@ -13,7 +13,9 @@ an ingest write a file per (task, date, target), thousands for a large history, 
 local file system starts a ``chmod`` process for every file and directory it creates.
 
 Each row also has a bounded ``target_dir``, the target's directory in the summaries
-(``partition_name``; in the old layout, the row's directory).
+(``partition_name``; in the old layout, the row's directory). The row's ``category`` and
+``observed`` (``harness.results.LATER_KEYS``) are absent from files written before they existed,
+in any layout: such rows read with those keys' defaults.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nats_conformance.harness.results import ROW_KEYS
+from nats_conformance.harness.results import LATER_KEYS, ROW_KEYS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -80,6 +82,21 @@ def partition_name(target: Column) -> Column:
     )
 
 
+def _row_columns(target: Column) -> list[Column]:
+    """The row fields of a stored row whose full target name is ``target``; a field the files
+    lack (LATER_KEYS, in rows stored before it existed) reads as its default."""
+    from pyspark.sql import functions as F
+
+    return [
+        target.alias(k)
+        if k == "target"
+        else F.coalesce(k, F.lit(LATER_KEYS[k])).alias(k)
+        if k in LATER_KEYS
+        else F.col(k)
+        for k in ROW_KEYS
+    ]
+
+
 def _layout(spark: SparkSession, store: str, first: str, columns: StructType) -> DataFrame | None:
     """The rows under ``store``'s directories ``first=*`` read with ``columns``, or None when
     there are none."""
@@ -112,7 +129,7 @@ def load(spark: SparkSession, store: str) -> DataFrame:
     if rows is not None:
         frames.append(
             rows.select(
-                *ROW_KEYS,
+                *_row_columns(F.col("target")),
                 "ts",
                 F.col(DATE).alias("run_date"),
                 partition_name(F.col("target")).alias("target_dir"),
@@ -122,10 +139,7 @@ def load(spark: SparkSession, store: str) -> DataFrame:
     if legacy is not None:
         frames.append(
             legacy.select(
-                *[
-                    F.coalesce("target_name", "target").alias(k) if k == "target" else F.col(k)
-                    for k in ROW_KEYS
-                ],
+                *_row_columns(F.coalesce("target_name", "target")),
                 "ts",
                 "run_date",
                 F.col("target").alias("target_dir"),

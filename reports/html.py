@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.results import LEVELS, OUTCOMES
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
@@ -39,6 +40,7 @@ NO_SCORE = ("s-none", "nothing judged")
 CHART_LABEL_CHARS = 38
 OPEN_FIRST_FAILURES = 12  # an implementation's first-failure list starts open up to this length
 SLUG_MAX = 100  # characters of a file name taken from a target or implementation (ASCII)
+OBSERVED_SHOWN = 600  # characters of an observation a page shows (the JSON files have it whole)
 
 LevelCounts = Mapping[str, Counts]
 Links = Mapping[str, str]  # target -> the address of its place on its implementation's page
@@ -150,6 +152,15 @@ def counts_line(counts: Counts) -> str:
     return tag("span", "".join(spans), class_="cnt", title=counts_title(counts))
 
 
+def observation(observed: str) -> str:
+    """What an implementation did (canonical text from a target), cut to its start and escaped;
+    an empty one says nothing was observed."""
+    if not observed:
+        return tag("span", "nothing observed", class_="muted")
+    shown = observed if len(observed) <= OBSERVED_SHOWN else observed[:OBSERVED_SHOWN] + "…"
+    return tag("code", esc(shown), class_="obs")
+
+
 def badge(outcome: str) -> str:
     return tag("span", esc(outcome), class_=f"badge {outcome_class(outcome)}")
 
@@ -238,6 +249,7 @@ def matrix_head(groups: Sequence[str]) -> str:
         else:
             families.append((family, 1))
     top = tag("th", "Target", rowspan=2, class_="tname") + tag("th", "Must", rowspan=2)
+    top += tag("th", "Robustness", rowspan=2, title="failures: a crash or a hang")
     top += "".join(tag("th", esc(f), colspan=n, class_="family") for f, n in families)
     sub = "".join(tag("th", breakable(group_family(g)[1]), title=g, scope="col") for g in groups)
     return tag("thead", tag("tr", top) + tag("tr", sub))
@@ -257,6 +269,16 @@ def matrix_cell(group: str, levels: LevelCounts) -> str:
     headline = fraction(must) if must.judged else "—"
     body = tag("span", esc(headline), class_="frac") + counts_line(total)
     return tag("td", body, class_=f"cell {score_class(shown.score)}", title=title)
+
+
+def robustness_cell(failures: int) -> str:
+    """A target's robustness failures (crashes, hangs): red when there is one."""
+    return tag(
+        "td",
+        str(failures),
+        class_=f"cell robust {'s-low' if failures else 's-full'}",
+        title=f"{plural(failures, 'robustness failure')} (not in the scores)",
+    )
 
 
 def target_label(target: TargetReport, links: Links) -> str:
@@ -291,7 +313,7 @@ def matrix(
     targets = [t for _, members in bands for t in members]
     groups = matrix_groups(report, targets)
     cells = level_counts(report)
-    width = len(groups) + 2
+    width = len(groups) + 3
     bodies = []
     for title, members in bands:
         rows = [tag("tr", tag("th", esc(title), colspan=width, class_="band"))]
@@ -300,7 +322,10 @@ def matrix(
             rows.append(
                 tag(
                     "tr",
-                    tag("th", target_label(t, links), scope="row") + headline(t.must) + row_cells,
+                    tag("th", target_label(t, links), scope="row")
+                    + headline(t.must)
+                    + robustness_cell(t.robustness)
+                    + row_cells,
                     data_i=filters["impl"][t.implementation],
                 )
             )
@@ -475,11 +500,13 @@ def header(report: Report) -> str:
         tag("a", esc(text), href=f"#{anchor}")
         for anchor, text in (
             ("what-fails", "What fails"),
+            ("robustness", "Robustness"),
             ("matrix", "Matrix"),
             ("interop-section", "Interop"),
             ("flaky", "Flaky cases"),
         )
     )
+    nav += " · " + tag("a", "Behaviour where the documents are silent", href="behaviour.html")
     if report.coverage:
         nav += " · " + tag("a", "Requirement coverage", href="coverage.html")
     return tag(
@@ -601,6 +628,7 @@ table.sides td{width:50%;vertical-align:top}table.sides code{white-space:pre-wra
 word-break:break-all}
 .at{font-size:12px}.upstream{font-size:12px;font-weight:600}
 ul.cited{margin:4px 0;padding-left:20px;font-size:13px}
+code.obs{white-space:pre-wrap;word-break:break-all}table.obs td{vertical-align:top}
 """
 
 
@@ -691,6 +719,24 @@ def failing_table(rows: Sequence[Mapping[str, Any]], filters: Filters) -> str:
     return tag("div", table(headers, body, class_="small flt", id="failing-table"), class_="scroll")
 
 
+def robustness_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Every robustness failure (a crash or a hang, at any level) of the latest runs."""
+    if not rows:
+        return muted("No implementation crashed or hung in the latest runs.")
+    body = [
+        row(
+            tag("a", esc(r["implementation"]), href=r["page"]),
+            tag("a", tag("code", esc(r["failure"]["case_id"])), href=f"{r['page']}#{r['anchor']}"),
+            esc(r["failure"]["level"]),
+            badge(r["failure"]["at"][0]["outcome"])
+            + esc(" " + ", ".join(a["version"] for a in r["failure"]["at"])),
+        )
+        for r in rows
+    ]
+    headers = ("implementation", "case", "level", "failing at")
+    return tag("div", table(headers, body, class_="small", id="robustness-table"), class_="scroll")
+
+
 def failing_summary(rows: Sequence[Mapping[str, Any]]) -> str:
     """One line per implementation with a failure: the first thing a reader wants, before the
     cases. A regression is a case that passed at an earlier version or run."""
@@ -734,7 +780,12 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
     matrix and the interop grid; each implementation has a page of its own (reports.pages)."""
     bands = matrix_bands(newest_versions([t for t in report.targets if not t.interop]))
     interop_targets = [t for t in report.targets if t.interop]
-    failing = [r for r in failing if r["failure"]["level"] in INDEX_LEVELS]
+    robustness = [r for r in failing if r["failure"]["category"] == ROBUSTNESS]
+    failing = [
+        r
+        for r in failing
+        if r["failure"]["level"] in INDEX_LEVELS and r["failure"]["category"] != ROBUSTNESS
+    ]
     filters = filter_values(failing, report)
     must_rows = [r for r in failing if r["failure"]["level"] == "must"]
     impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
@@ -745,8 +796,10 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
             muted(
                 f"{len(must_rows)} must case(s) fail across {impls} in the latest runs of their "
                 "versions; each row links to its evidence. The filter starts at must; should "
-                "failures are one choice away, may and info observations are on each "
-                "implementation's page. The implementation filter applies to the matrix too."
+                "failures are one choice away, may failures are on each implementation's "
+                "page; info cases never fail: what implementations did there is compared in "
+                "the behaviour view. Crashes and hangs are robustness failures, listed apart. "
+                "The implementation filter applies to the matrix too."
             )
             + failing_summary(failing)
             + filter_form(filters)
@@ -754,11 +807,21 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
             id="what-fails",
         )
         + section(
+            "Robustness failures",
+            muted(
+                f"{len(robustness)} case(s) where an implementation crashed or hung, whatever "
+                "the level; they are not in the conformance scores."
+            )
+            + robustness_table(robustness),
+            id="robustness",
+        )
+        + section(
             "Compliance matrix",
             muted(
                 "Each implementation at its newest version (its page has every version and the "
                 "version strip). A cell shows the must cases passed of judged (— when none was "
-                "judged) and the counts across all levels; hover for the breakdown."
+                "judged) and the counts across all levels; hover for the breakdown. Scores count "
+                "conformance rows only; robustness failures have their own column."
             )
             + legend()
             + tag("div", matrix(report, bands, links, filters), class_="flt")

@@ -1,9 +1,10 @@
 """Read results files (JSON lines) into typed rows; every row that breaks the schema is reported.
 
 The schema is the harness's row (``harness.results.ROW_KEYS``): a JSON object with every one of
-those keys non-null and no key twice, ``duration_ms`` a finite number >= 0 and the others text (none
-longer than its limit), ``outcome`` and ``level`` from their enumerations, ``time`` an ISO 8601
-instant and the identifying fields non-empty.
+those keys non-null and no key twice (a key of ``LATER_KEYS`` may be absent, as in rows written
+before it existed: such a row reads with its default), ``duration_ms`` a finite number >= 0 and
+the others text (none longer than its limit), ``outcome``, ``level`` and ``category`` from their
+enumerations, ``time`` an ISO 8601 instant and the identifying fields non-empty.
 Other keys are ignored, so a newer harness can add fields; a JSON number or boolean where text is
 expected is read as its text (as Spark's JSON reader does), and single-quoted text (which that
 reader would take too) is refused. Each line is parsed once (and its keys
@@ -22,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nats_conformance.harness.results import (
+    CATEGORIES,
     DETAILS_SUFFIX,
+    LATER_KEYS,
     LEVELS,
     MESSAGE_LIMIT,
     OUTCOMES,
@@ -36,10 +39,12 @@ if TYPE_CHECKING:
 
 NUMBER_KEYS = frozenset({"duration_ms"})
 NON_EMPTY_KEYS = ("run_id", "target", "target_kind", "case_id", "group")
+REQUIRED_KEYS = tuple(k for k in ROW_KEYS if k not in LATER_KEYS)
 _NUMBER = r"(BIGINT|DOUBLE|DECIMAL\(\d+,\d+\))"
 # Sizes no row the harness writes comes near, so a foreign file cannot make the report hold
 # (or show) text of any size. A message is bounded by the harness to MESSAGE_LIMIT characters
-# plus a note of its size and digest; a target name is a spec such as an exec: path (PATH_MAX).
+# plus a note of its size and digest, and so is an observation; a target name is a spec such as
+# an exec: path (PATH_MAX).
 MESSAGE_MAX = MESSAGE_LIMIT + 100
 TEXT_MAX = 8192  # characters of any other text field
 LINE_MAX = 1 << 20  # bytes of a line: a longer one is refused without being parsed
@@ -108,7 +113,7 @@ def _shape_problem(value: Column) -> Column:
 
     v = F.try_parse_json(value)
     keys = F.json_object_keys(value)
-    missing = F.array_except(F.array(*[F.lit(k) for k in ROW_KEYS]), keys)
+    missing = F.array_except(F.array(*[F.lit(k) for k in REQUIRED_KEYS]), keys)
 
     def kind(k: str) -> Column:
         return F.schema_of_variant(F.variant_get(v, f"$.{k}", "variant"))
@@ -119,6 +124,7 @@ def _shape_problem(value: Column) -> Column:
             F.concat(F.lit(f"field {k}: expected a number, got "), kind(k)),
         )
         if k in NUMBER_KEYS
+        # An absent key of LATER_KEYS has no kind (null): only a JSON null is VOID.
         else F.when(kind(k) == "VOID", F.lit(f"field {k}: null"))
         for k in ROW_KEYS
     ]
@@ -138,16 +144,25 @@ def _shape_problem(value: Column) -> Column:
     )
 
 
+def field(r: Column, key: str) -> Column:
+    """The field ``key`` of the parsed row ``r``; a key of LATER_KEYS that a row written before
+    lacks reads as its default (never null, so no check below is ever null)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(r[key], F.lit(LATER_KEYS[key])) if key in LATER_KEYS else r[key]
+
+
 def _value_checks(r: Column) -> list[tuple[Column, Column]]:
     """(condition, what is wrong when it holds) for the values of a row whose fields all parsed."""
     from pyspark.sql import functions as F
 
     def quoted(k: str) -> Column:
-        return F.concat(F.lit(f"field {k}: '"), F.substring(r[k], 1, 60), F.lit("'"))
+        return F.concat(F.lit(f"field {k}: '"), F.substring(field(r, k), 1, 60), F.lit("'"))
 
     def too_long(k: str) -> Column:
         # A text has at most as many characters as bytes: count them only past the limit.
-        return (F.octet_length(r[k]) > _limit(k)) & (F.length(r[k]) > _limit(k))
+        text = field(r, k)
+        return (F.octet_length(text) > _limit(k)) & (F.length(text) > _limit(k))
 
     duration = r["duration_ms"]
     not_finite = F.isnan(duration) | (F.abs(duration) == float("inf"))
@@ -159,6 +174,10 @@ def _value_checks(r: Column) -> list[tuple[Column, Column]]:
         (
             ~r["level"].isin(*LEVELS),
             F.concat(quoted("level"), F.lit(f" is not one of {', '.join(LEVELS)}")),
+        ),
+        (
+            ~field(r, "category").isin(*CATEGORIES),
+            F.concat(quoted("category"), F.lit(f" is not one of {', '.join(CATEGORIES)}")),
         ),
         (F.col("ts").isNull(), F.concat(quoted("time"), F.lit(" is not an ISO 8601 time"))),
         (not_finite, F.lit("field duration_ms: not a finite number")),
@@ -188,13 +207,14 @@ def _value_bad(r: Column) -> Column:
 
 
 def _limit(key: str) -> int:
-    return MESSAGE_MAX if key == "message" else TEXT_MAX
+    return MESSAGE_MAX if key in ("message", "observed") else TEXT_MAX
 
 
 def _checked(spark: SparkSession, files: list[str]) -> DataFrame:
     """Every non-blank line of ``files``: its text ``value`` and ``file``, the row's fields ``r``,
-    ``ts``, ``incomplete`` (not an object with every field: ``_shape_problem`` says why) and
-    ``twice`` (some key appears twice: Spark's parser would silently keep one of the values)."""
+    ``ts``, ``incomplete`` (not an object with every required field, or one of LATER_KEYS given
+    as null: ``_shape_problem`` says why) and ``twice`` (some key appears twice: Spark's parser
+    would silently keep one of the values)."""
     from pyspark.sql import functions as F
 
     value = F.col("value")
@@ -210,13 +230,14 @@ def _checked(spark: SparkSession, files: list[str]) -> DataFrame:
     )
     r = F.col("r")
     # Each in a column of its own: written twice in one expression, Spark would compute it twice.
-    lines = lines.withColumns(
-        {
-            "incomplete": r.isNull() | F.greatest(*[r[k].isNull() for k in ROW_KEYS]),
-            "keys": F.json_object_keys(value),
-        }
-    )
+    lines = lines.withColumn("keys", F.json_object_keys(value))
     keys = F.col("keys")
+    # A key of LATER_KEYS may be absent (its default applies), not null: the keys tell which.
+    given_null = [r[k].isNull() & F.array_contains(keys, k) for k in LATER_KEYS]
+    lines = lines.withColumn(
+        "incomplete",
+        r.isNull() | F.greatest(*[r[k].isNull() for k in REQUIRED_KEYS], *given_null),
+    )
     return lines.select(
         "value",
         "file",
@@ -234,7 +255,8 @@ def read_rows(spark: SparkSession, files: list[Path]) -> DataFrame:
 
     checked = _checked(spark, [str(f) for f in files])
     bad = F.col("incomplete") | F.col("twice") | _value_bad(F.col("r"))
-    return checked.select(*[F.col("r")[k].alias(k) for k in ROW_KEYS], "ts", bad.alias("bad"))
+    r = F.col("r")
+    return checked.select(*[field(r, k).alias(k) for k in ROW_KEYS], "ts", bad.alias("bad"))
 
 
 def explain(spark: SparkSession, files: list[str]) -> list[tuple[str, str, str]]:

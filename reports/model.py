@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.results import INTEROP_KIND, LEVELS
 
@@ -76,6 +77,7 @@ class Failure:
     level: str
     outcome: str
     message: str
+    category: str = CONFORMANCE  # robustness: a crash or a hang, reported apart from scores
 
 
 @dataclass(frozen=True)
@@ -119,8 +121,9 @@ class FirstFailure:
 
 @dataclass(frozen=True)
 class VersionChange:
-    """Across one implementation's versions (in version order), a case whose outcome differs
-    from the version before: either way, and at every level (info included)."""
+    """Across one implementation's versions (in version order), a case whose outcome or
+    observation (what the implementation did) differs from the version before: either way, and
+    at every level (info included)."""
 
     implementation: str
     case_id: str
@@ -130,6 +133,20 @@ class VersionChange:
     before_outcome: str
     after_version: str
     after_outcome: str
+    before_observed: str = ""
+    after_observed: str = ""
+
+    @property
+    def changed(self) -> tuple[str, ...]:
+        """What changed: ``outcome``, ``observation``, or both."""
+        return tuple(
+            name
+            for name, before, after in (
+                ("outcome", self.before_outcome, self.after_outcome),
+                ("observation", self.before_observed, self.after_observed),
+            )
+            if before != after
+        )
 
 
 @dataclass(frozen=True)
@@ -164,20 +181,53 @@ class Strip:
     stable: dict[str, int]  # outcome -> cases with that outcome at every version
 
 
+@dataclass(frozen=True, order=True)
+class Observer:
+    """An implementation (at its newest version) that made an observation of an info case."""
+
+    implementation: str
+    version: str
+    target: str
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One distinct observation of a case and the implementations that made it."""
+
+    observed: str  # canonical text (conformance.verdicts.observation), "" for nothing observed
+    by: tuple[Observer, ...]
+
+
+@dataclass(frozen=True)
+class Behaviour:
+    """An info case (the documents are silent, nobody is judged): the implementations grouped by
+    what they did; where they diverge, interoperability breaks."""
+
+    case_id: str
+    group: str
+    observations: tuple[Observed, ...]  # most implementations first
+
+    @property
+    def diverges(self) -> bool:
+        return len(self.observations) > 1
+
+
 @dataclass
 class TargetReport:
     run: Run
     previous: Run | None
     implementation: str
     runs: int  # runs of this target in the history
-    totals: Counts
-    must: Counts
-    failures: list[Failure]  # failing cases of the latest run, must first (capped)
-    failures_total: int
+    totals: Counts  # conformance rows only: robustness failures are counted apart
+    must: Counts  # conformance rows only
+    failures: list[Failure]  # failing cases of the latest run, robustness then must first (capped)
+    failures_total: int  # conformance and robustness
     changes: list[Change]  # against the previous run (capped)
     regressions_total: int
     fixes_total: int
     history: dict[str, list[Point]] = field(default_factory=dict)  # case id -> newest first
+    robustness: int = 0  # failing robustness rows of the latest run (a crash or a hang)
 
     @property
     def interop(self) -> bool:
@@ -207,3 +257,4 @@ class Report:
     strips: list[Strip] = field(default_factory=list)  # per implementation (reports.strips)
     # (target, case id) -> the URL of the implementation's bug report its baseline entry names.
     upstream: dict[tuple[str, str], str] = field(default_factory=dict)
+    behaviour: list[Behaviour] = field(default_factory=list)  # info cases (reports.behaviour)

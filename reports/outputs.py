@@ -1,4 +1,5 @@
-"""Write a report's files: index.html, summary.json, implementations.json, badges, summary.md."""
+"""Write a report's files: index.html, summary.json, implementations.json, badges, summary.md,
+behaviour.json and behaviour.html."""
 
 from __future__ import annotations
 
@@ -7,14 +8,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.reports import html, pages
+from nats_conformance.reports import behaviour, html, pages
 from nats_conformance.reports.model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
 BADGE_LABEL = "NATS conformance"
 TABLE_HEAD = (
-    "| target | version | must | must score | all levels | regressions | fixes |",
-    "|---|---|---|---|---|---|---|",
+    "| target | version | must | must score | all levels | robustness failures | regressions "
+    "| fixes |",
+    "|---|---|---|---|---|---|---|---|",
 )
 
 
@@ -30,6 +32,7 @@ def write_all(report: Report, out: Path) -> None:
         _dump(badges / names[target.run.target], badge(target))
     _dump(out / "summary.json", summary(report, names))
     _dump(out / "implementations.json", implementations(report))
+    _dump(out / "behaviour.json", behaviour.behaviour_data(report))
     (out / "summary.md").write_text(markdown(report), encoding="utf-8")
     write_pages(report, out)
     if report.coverage:
@@ -38,8 +41,8 @@ def write_all(report: Report, out: Path) -> None:
 
 
 def rendered_pages(report: Report) -> dict[str, str]:
-    """index.html and, per implementation, ``impl/<slug>.html`` and the data behind it,
-    ``impl/<slug>.json`` (implementation.schema.json): path in the report -> content."""
+    """index.html, behaviour.html and, per implementation, ``impl/<slug>.html`` and the data
+    behind it, ``impl/<slug>.json`` (implementation.schema.json): path in the report -> content."""
     data = pages.implementation_data(report)
     names = pages.page_names(list(data))
     files = {}
@@ -54,6 +57,7 @@ def rendered_pages(report: Report) -> dict[str, str]:
         for version in page["versions"]
     }
     files["index.html"] = html.render(report, links, pages.failing_rows(data, names))
+    files[behaviour.PAGE] = behaviour.render_behaviour(behaviour.behaviour_data(report))
     return files
 
 
@@ -87,7 +91,8 @@ def colour(score: float | None) -> str:
 
 
 def badge(target: TargetReport) -> dict[str, Any]:
-    """A shields.io endpoint badge: the must cases passed in the target's latest run."""
+    """A shields.io endpoint badge: the must cases passed in the target's latest run (conformance
+    rows: a robustness failure is counted apart)."""
     must = target.must
     message = f"{must.passed}/{must.judged} must" if must.judged else "no must cases"
     if target.regressions_total:
@@ -136,6 +141,7 @@ def summary(report: Report, badges: dict[str, str]) -> dict[str, Any]:
                 "previous_run_id": t.previous.run_id if t.previous else None,
                 "must": t.must.to_json(),
                 "totals": t.totals.to_json(),
+                "robustness": t.robustness,
                 "levels": _levels(report, t.run.target),
                 "groups": _groups(report, t.run.target),
                 "failures": t.failures_total,
@@ -196,15 +202,7 @@ def implementations(report: Report) -> dict[str, Any]:
         )
     changes: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for v in report.version_changes:
-        changes[v.implementation].append(
-            {
-                "case_id": v.case_id,
-                "group": v.group,
-                "level": v.level,
-                "before": {"version": v.before_version, "outcome": v.before_outcome},
-                "after": {"version": v.after_version, "outcome": v.after_outcome},
-            }
-        )
+        changes[v.implementation].append(pages.version_change(v))
     return {
         "format": FORMAT,
         "generated": report.generated,
@@ -219,6 +217,7 @@ def implementations(report: Report) -> dict[str, Any]:
                         "run_id": t.run.run_id,
                         "must": t.must.to_json(),
                         "totals": t.totals.to_json(),
+                        "robustness": t.robustness,
                     }
                     for t in sorted(targets, key=html.by_version)
                 ],
@@ -266,14 +265,26 @@ def markdown(report: Report) -> str:
             f"- `{_code(t.run.target)}` {_code(c.case_id)} ({c.level}): {c.before} -> {c.after}"
             for t, c in regressions
         ]
-    if report.version_changes:
+    outcome_changes = [v for v in report.version_changes if "outcome" in v.changed]
+    if outcome_changes:
         lines += ["", "### Changes between versions", ""]
         lines += [
             f"- {_cell(v.implementation)} {_code(v.case_id)} ({v.level}): "
             f"{v.before_outcome} at {_cell(v.before_version)} -> "
             f"{v.after_outcome} at {_cell(v.after_version)}"
-            for v in report.version_changes
+            for v in outcome_changes
         ]
+    observed = sum("observation" in v.changed for v in report.version_changes)
+    if observed:
+        lines += [
+            "",
+            f"{observed} observation change(s) between versions: what an implementation did "
+            "differs from the version before (see implementations.json).",
+        ]
+    robust = [t for t in report.targets if t.robustness]
+    if robust:
+        lines += ["", "### Robustness failures (a crash or a hang; not in the scores)", ""]
+        lines += [f"- `{_code(t.run.target)}`: {t.robustness}" for t in robust]
     if report.flaky_total:
         lines += ["", f"{report.flaky_total} flaky case(s): outcomes differ between runs of one "
                   "version (see summary.json)."]  # fmt: skip
@@ -286,7 +297,8 @@ def markdown(report: Report) -> str:
 def _markdown_row(t: TargetReport) -> str:
     return (
         f"| {_cell(t.run.target)} | {_cell(t.run.version)} | {t.must.passed}/{t.must.judged} "
-        f"| {_percent(t.must)} | {_percent(t.totals)} | {t.regressions_total} | {t.fixes_total} |"
+        f"| {_percent(t.must)} | {_percent(t.totals)} | {t.robustness} | {t.regressions_total} "
+        f"| {t.fixes_total} |"
     )
 
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.results import INTEROP_KIND
 from nats_conformance.reports import details, html, strips
@@ -23,6 +24,7 @@ from nats_conformance.reports.model import (
     Report,
     Strip,
     TargetReport,
+    VersionChange,
     level_rank,
 )
 
@@ -90,6 +92,7 @@ def _counts(target: TargetReport) -> dict[str, Any]:
         "previous_run_id": target.previous.run_id if target.previous else None,
         "must": target.must.to_json(),
         "totals": target.totals.to_json(),
+        "robustness": target.robustness,
         "failures": target.failures_total,
         "regressions": target.regressions_total,
         "fixes": target.fixes_total,
@@ -139,6 +142,7 @@ def _failures(
                 "case_id": case_id,
                 "group": failure.group,
                 "level": failure.level,
+                "category": failure.category,
                 "since": since,
                 "at": [
                     {
@@ -155,8 +159,39 @@ def _failures(
                 "transcript": bounded_transcript(str(detail.get("transcript") or "")),
             }
         )
-    found.sort(key=lambda f: (level_rank(f["level"]), f["group"], f["case_id"]))
+    found.sort(key=failure_order)
     return found
+
+
+def failure_order(failure: Mapping[str, Any]) -> tuple[bool, int, str, str]:
+    """Robustness failures (a crash, a hang) first, then must first."""
+    return (
+        failure["category"] != ROBUSTNESS,
+        level_rank(failure["level"]),
+        failure["group"],
+        failure["case_id"],
+    )
+
+
+def version_change(v: VersionChange) -> dict[str, Any]:
+    """A change between consecutive versions: what changed (outcome, observation or both) and
+    the outcome and observation on each side."""
+    return {
+        "case_id": v.case_id,
+        "group": v.group,
+        "level": v.level,
+        "changed": list(v.changed),
+        "before": {
+            "version": v.before_version,
+            "outcome": v.before_outcome,
+            "observed": v.before_observed,
+        },
+        "after": {
+            "version": v.after_version,
+            "outcome": v.after_outcome,
+            "observed": v.after_observed,
+        },
+    }
 
 
 def implementation_data(report: Report) -> dict[str, dict[str, Any]]:
@@ -168,6 +203,9 @@ def implementation_data(report: Report) -> dict[str, dict[str, Any]]:
     first: dict[str, dict[str, FirstFailure]] = defaultdict(dict)
     for ff in report.first_failures:
         first[ff.implementation][ff.case_id] = ff
+    changes: dict[str, list[VersionChange]] = defaultdict(list)
+    for change in report.version_changes:
+        changes[change.implementation].append(change)
     return {
         impl: {
             "format": FORMAT,
@@ -177,6 +215,7 @@ def implementation_data(report: Report) -> dict[str, dict[str, Any]]:
             "versions": [_counts(t) for t in sorted(targets, key=html.by_version)],
             "strip": _strip_json(strip_of.get(impl)),
             "failures": _failures(report, targets, first[impl]),
+            "version_changes": [version_change(v) for v in changes.get(impl, [])],
         }
         for impl, targets in sorted(grouped.items())
     }
@@ -259,7 +298,9 @@ def versions_table(data: Mapping[str, Any]) -> str:
                 + html.tag(
                     "td",
                     html.esc(
-                        f"{v['failures']} failing, {v['regressions']} regressed, {v['fixes']} fixed"
+                        f"{v['failures']} failing"
+                        + (f" ({v['robustness']} robustness)" if v["robustness"] else "")
+                        + f", {v['regressions']} regressed, {v['fixes']} fixed"
                     ),
                 )
                 + html.tag("td", _changes(v["changes"])),
@@ -279,6 +320,33 @@ def _changes(changes: Sequence[Mapping[str, Any]]) -> str:
         + html.tag("code", html.esc(c["case_id"]))
         for c in changes
     ) or html.tag("span", "none", class_="muted")
+
+
+def version_changes_table(changes: Sequence[Mapping[str, Any]]) -> str:
+    """Each change between consecutive versions: the outcome and the observation on each side."""
+    if not changes:
+        return html.muted("No outcome or observation changes between versions.")
+    rows = [
+        html.row(
+            html.tag("code", html.esc(c["case_id"])),
+            html.esc(c["level"]),
+            html.esc(" and ".join(c["changed"])),
+            *(
+                html.tag("strong", html.esc(side["version"]))
+                + " "
+                + html.badge(side["outcome"])
+                + html.tag("div", html.observation(side["observed"]))
+                for side in (c["before"], c["after"])
+            ),
+        )
+        for c in changes
+    ]
+    note = html.muted(
+        f"{html.plural(len(changes), 'change')}, in version order: an outcome, or what the "
+        "implementation did (its observation), that differs from the version before."
+    )
+    headers = ("case", "level", "changed", "before", "after")
+    return note + html.tag("div", html.table(headers, rows, class_="small obs"), class_="scroll")
 
 
 def transcript_block(transcript: Mapping[str, Any], interop: bool) -> str:
@@ -374,7 +442,8 @@ def vector_block(vector: Mapping[str, Any] | None) -> str:
 def render_implementation(data: Mapping[str, Any], json_name: str) -> str:
     """The page of one implementation; ``json_name``: its data file, beside it."""
     interop = data["kind"] == INTEROP_KIND
-    failures = data["failures"]
+    robustness = [f for f in data["failures"] if f["category"] == ROBUSTNESS]
+    failures = [f for f in data["failures"] if f["category"] != ROBUSTNESS]
     body = (
         html.tag("p", html.tag("a", "← compliance report", href="../index.html"))
         + html.tag("h1", html.esc(data["implementation"]))
@@ -386,6 +455,19 @@ def render_implementation(data: Mapping[str, Any], json_name: str) -> str:
         )
         + html.section("Versions", versions_table(data), id="versions")
         + html.section("Version strip", strip_table(data), id="strip-section")
+        + (
+            html.section(
+                "Robustness failures",
+                html.muted(
+                    f"{html.plural(len(robustness), 'case')} where the implementation crashed "
+                    "or hung, whatever the level; not counted in the conformance scores."
+                )
+                + "".join(evidence(f, interop, n == 0) for n, f in enumerate(robustness)),
+                id="robustness",
+            )
+            if robustness
+            else ""
+        )
         + html.section(
             "Failing cases",
             html.muted(
@@ -393,8 +475,15 @@ def render_implementation(data: Mapping[str, Any], json_name: str) -> str:
                 "evidence from the newest version that fails it."
             )
             # The first (a must failure, when there is one) starts open, as an example.
-            + "".join(evidence(f, interop, n == 0) for n, f in enumerate(failures)),
+            + "".join(
+                evidence(f, interop, n == 0 and not robustness) for n, f in enumerate(failures)
+            ),
             id="failing",
+        )
+        + html.section(
+            "Changes between versions",
+            version_changes_table(data["version_changes"]),
+            id="version-changes",
         )
     )
     return html.document(f"NATS conformance: {data['implementation']}", html.tag("main", body))

@@ -8,7 +8,8 @@ append rewrites the summaries of the targets it wrote to and no others:
 - ``runs``: a row per (target, run, version, kind, run date): its first time and its row count;
 - ``cases``: a row per (target, version, case, level): how many rows had each outcome (flaky
   cases);
-- ``newest``: the rows of the newest run of each (target, version) (the version series).
+- ``newest``: the rows of the newest run of each (target, version) (the version series), with
+  their observations (tables written before them read them as "": so did those rows).
 
 Each merges: the summaries of the old rows merged with those of the new rows are the summaries of
 all rows (counts add up, runs are disjoint, the newest run is the newer of the two newest). An
@@ -23,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from nats_conformance.harness.results import OUTCOMES
+from nats_conformance.harness.results import LATER_KEYS, OUTCOMES
 from nats_conformance.reports import history
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ SCHEMAS = {
     + "".join(f", {o} bigint" for o in OUTCOMES)
     + ", runs bigint",
     "newest": "target string, target_version string, run_id string, case_id string, "
-    f"`group` string, level string, outcome string, {PARTITION} string",
+    f"`group` string, level string, outcome string, observed string, {PARTITION} string",
 }
 
 
@@ -56,7 +57,11 @@ def _path(store: str, table: str) -> str:
 
 def load(spark: SparkSession, store: str) -> Summaries:
     """The summaries of ``store`` as written (current after ``update``)."""
-    return Summaries(**{t: spark.read.schema(SCHEMAS[t]).parquet(_path(store, t)) for t in SCHEMAS})
+    from pyspark.sql import functions as F
+
+    tables = {t: spark.read.schema(SCHEMAS[t]).parquet(_path(store, t)) for t in SCHEMAS}
+    observed = F.coalesce("observed", F.lit(LATER_KEYS["observed"]))
+    return Summaries(**tables | {"newest": tables["newest"].withColumn("observed", observed)})
 
 
 def prepare(spark: SparkSession, store: str, *, full: bool = False) -> DataFrame:

@@ -1,5 +1,6 @@
 """The JSON Schemas of the report's data files (``reports/schemas/``), for others to build on:
-``implementations.json``, each implementation page's ``impl/<slug>.json`` and ``coverage.json``."""
+``implementations.json``, each implementation page's ``impl/<slug>.json``, ``coverage.json`` and
+``behaviour.json``."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ SCHEMAS = {  # a report file (glob, relative to the report) -> its schema
     "implementations.json": "implementations.schema.json",
     "impl/*.json": "implementation.schema.json",
     "coverage.json": "coverage.schema.json",
+    "behaviour.json": "behaviour.schema.json",
 }
 
 

