@@ -234,7 +234,7 @@ class Pair:
         except Refused as exc:
             self.log.append((tag, f"{side.upper()} {cmd}: {exc}"))
             if tag is not None:
-                self._of(tag).refused.append(f"{side.upper()} {cmd}: {exc.error_type}")
+                self._of(tag).refused.append(f"{side.upper()} {cmd}: {exc.reply.error_type}")
             raise
         return result
 
