@@ -146,14 +146,31 @@ class Baseline:
         self, rows: Iterable[ResultRow], statement: Callable[[str], str | None] = lambda c: None
     ) -> Baseline:
         """This baseline with the entries of every (implementation, version) in ``rows``
-        replaced by its gating failures, classed: a case that was flaky or an upstream bug keeps
-        its class (flaky ones pass or fail), any other is a deviation from ``statement(case
-        id)``, the statement the case cites. Entries of everything else are kept."""
-        fresh: dict[tuple[str, str], dict[str, Entry]] = {}
+        replaced by its gating failures, classed: a case that failed in every run of ``rows``
+        is a deviation from ``statement(case id)``, the statement the case cites; one that
+        failed in some runs and passed in others did not reproduce, so it is flaky, never a
+        deviation. A case that was flaky or an upstream bug keeps its class (flaky ones pass
+        or fail). Entries of everything else are kept."""
+        failing: dict[tuple[str, str], dict[str, list[ResultRow]]] = {}
+        passing: set[tuple[str, str, str]] = set()
         for row in rows:
-            entries = fresh.setdefault((implementation(row.target), row.target_version), {})
+            key = (implementation(row.target), row.target_version)
+            entries = failing.setdefault(key, {})
             if gates(row) and row.outcome in FAILING:
-                entries[row.case_id] = _deviation(reason_of(row), statement(row.case_id))
+                entries.setdefault(row.case_id, []).append(row)
+            elif row.outcome == "pass":
+                passing.add((*key, row.case_id))
+        fresh = {
+            key: {
+                case_id: (
+                    {"class": "flaky", "reason": reason_of(failed[-1])}
+                    if (*key, case_id) in passing
+                    else _deviation(reason_of(failed[-1]), statement(case_id))
+                )
+                for case_id, failed in entries.items()
+            }
+            for key, entries in failing.items()
+        }
         kept = {
             (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
         }

@@ -419,3 +419,13 @@ def test_a_crash_or_hang_gates_at_every_level_and_its_entry_says_robustness(leve
     assert Baseline().verdict(replace(crashed, category="conformance")) is (
         Verdict.UNEXPECTED if level == "must" else Verdict.OK
     )
+
+
+def test_a_failure_that_does_not_reproduce_across_runs_enters_the_baseline_as_flaky() -> None:
+    runs = [
+        replace(ROW, run_id="r1"),  # c.1 fails in both runs: a deviation
+        replace(ROW, run_id="r2"),
+        replace(ROW, run_id="r1", case_id="c.2"),  # c.2 fails once, passes once: flaky
+        replace(ROW, run_id="r2", case_id="c.2", outcome="pass"),
+    ]
+    assert Baseline().updated(runs).expected["nats-server"]["2.15.1"] == {"c.1": DEV, "c.2": FLAKY}
