@@ -219,8 +219,32 @@ def observed_connection(
     events: list[protocol.Event], closed: bool, queues: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """What one connection of a script saw: the server's operations in order, and whether the
-    server closed it."""
-    return {"sent": [observed_op(event, queues) for event in events], "closed": closed}
+    server closed it. Within a run of consecutive messages, those for different subscriptions
+    are put in one order (the documents order no deliveries across subscriptions, and a server
+    may take its subscriptions in any order, run to run); each subscription's own messages keep
+    theirs."""
+    ops = [observed_op(event, queues) for event in events]
+    return {"sent": _deliveries_in_one_order(ops), "closed": closed}
+
+
+def _deliveries_in_one_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def delivery(op: dict[str, Any]) -> bool:
+        return op["op"] in ("MSG", "HMSG")
+
+    def subscription(op: dict[str, Any]) -> str:
+        return f"{op.get('queue', '')}\0{op.get('sid', '')}"
+
+    out: list[dict[str, Any]] = []
+    run: list[dict[str, Any]] = []
+    for op in [*ops, {"op": ""}]:
+        if delivery(op):
+            run.append(op)
+            continue
+        out += sorted(run, key=subscription)  # stable: a subscription's messages keep order
+        run = []
+        if op["op"]:
+            out.append(op)
+    return out
 
 
 def evaluate(wire: dict[str, Any]) -> None:

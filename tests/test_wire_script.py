@@ -19,6 +19,7 @@ from nats_conformance.conformance.wire_script import (
     connections,
     evaluate,
     kept,
+    observed_connection,
 )
 
 QUIET = 'CONNECT {"verbose":false}\r\n'
@@ -149,3 +150,14 @@ def test_evaluate_runs_waits_on_every_connection() -> None:
     wire["exchanges"][2]["then"] = "open"
     with pytest.raises(Mismatch, match="expected the connection open"):
         evaluate(wire)
+
+
+def test_an_observation_orders_deliveries_across_subscriptions_but_keeps_each_ones_order() -> None:
+    def msg(sid: str, payload: bytes) -> p.Msg:
+        return p.Msg("foo", sid, None, payload)
+
+    one = [p.Pong(), msg("2", b"a"), msg("1", b"x"), msg("2", b"b"), p.Pong()]
+    two = [p.Pong(), msg("1", b"x"), msg("2", b"a"), msg("2", b"b"), p.Pong()]
+    assert observed_connection(one, False) == observed_connection(two, False)
+    swapped = [p.Pong(), msg("2", b"b"), msg("1", b"x"), msg("2", b"a"), p.Pong()]
+    assert observed_connection(swapped, False) != observed_connection(one, False)
