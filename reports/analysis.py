@@ -23,12 +23,14 @@ from nats_conformance.reports.model import (
     Failure,
     FirstFailure,
     Flaky,
+    FlakyChange,
     Observed,
     Observer,
     Point,
     Report,
     Run,
     TargetReport,
+    Varied,
     VersionChange,
 )
 
@@ -164,10 +166,23 @@ def _level_rank() -> Column:
 def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Report:
     """The report on ``history`` (the store's rows) and its ``summaries``: runs, flaky cases and
     version series come from the summaries; the rest reads only the partitions of the runs it
-    needs (each target's latest, previous and recent runs)."""
+    needs (each target's latest, previous and recent runs). A difference at a version whose
+    runs disagree on the case is no change (against the previous run or between versions): it
+    is reported with the flaky cases."""
     from pyspark.sql import functions as F
 
     runs, dates = _runs(summaries.runs)
+    unstable = _unstable(summaries.cases).persist()  # read three times; small
+    # (target, version, case) -> what varied there; a case with two levels at a version is one.
+    varied = unstable.groupBy("target", "target_version", "case_id").agg(
+        F.array_compact(
+            F.array(
+                F.when(F.max("outcome_varies"), "outcome"),
+                F.when(F.max("observation_varies"), "observation"),
+            )
+        ).alias("varied")
+    )
+    noisy = F.broadcast(varied.select("target", "target_version", "case_id"))
     latest = [target_runs[-1] for target_runs in runs.values()]
     previous = [target_runs[-2] for target_runs in runs.values() if len(target_runs) > 1]
     latest_rows = _rows_of(spark, history, latest, dates).persist()  # read three times
@@ -209,7 +224,10 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         from pyspark.sql import Window
 
         before = _rows_of(spark, history, previous, dates).select(
-            "target", "case_id", F.col("outcome").alias("before")
+            "target",
+            "case_id",
+            F.col("outcome").alias("before"),
+            F.col("target_version").alias("before_version"),
         )
         per_target = Window.partitionBy("target")
         regression = F.col("outcome").isin(*FAILING)
@@ -217,6 +235,13 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
             latest_rows.join(before, ["target", "case_id"])
             .where(regression != F.col("before").isin(*FAILING))
             .where((F.col("outcome") != "skip") & (F.col("before") != "skip"))
+            # Flaky at either run's version: not reproduced, so neither regression nor fix.
+            .join(noisy, ["target", "target_version", "case_id"], "left_anti")
+            .join(
+                noisy.withColumnRenamed("target_version", "before_version"),
+                ["target", "before_version", "case_id"],
+                "left_anti",
+            )
             .withColumns(
                 {
                     "regression": regression,
@@ -237,7 +262,6 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
     latest_rows.unpersist()
-    version_strips = strips.strips(outcomes, latest, version_order)
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
         spark, _rows_of(spark, history, recent, dates), failures, changes
@@ -270,13 +294,18 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
                 robustness=robustness[run.target],
             )
         )
-    flaky, flaky_total = _flaky(summaries.cases)
+    series = _version_series(spark, summaries.newest, runs, varied)
+    version_strips = strips.without_noise(
+        strips.strips(outcomes, latest, version_order), series["flaky_changes"]
+    )
+    flaky, flaky_total = _flaky(unstable)
+    unstable.unpersist()
     return Report(
         generated=_iso(time.time_ns() // 1000),
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
-        **_version_series(spark, summaries.newest, runs),
+        **series,
         flaky=flaky,
         flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
@@ -331,12 +360,14 @@ def _case_history(
 
 
 def _version_series(
-    spark: SparkSession, newest_rows: DataFrame, runs: dict[str, list[Run]]
+    spark: SparkSession, newest_rows: DataFrame, runs: dict[str, list[Run]], varied: DataFrame
 ) -> dict[str, list[Any]]:
     """For each implementation with several versions, judging each version by its latest run
     (the strips' rule; ``newest_rows``: the rows of each target's newest run per version):
     where each case first fails (``first_failures``), and every case whose outcome or
-    observation differs from the version before (``version_changes``)."""
+    observation differs from the version before: a version change (``version_changes``) when
+    the runs of both versions agree on the case, else a flaky one (``flaky_changes``; ``varied``:
+    what varied per target, version and case, where the runs of one disagree)."""
     from pyspark.sql import functions as F
 
     every_run = [run for target_runs in runs.values() for run in target_runs]
@@ -349,7 +380,7 @@ def _version_series(
         for rank, run in enumerate(versions.values())
     ]
     if not chosen:
-        return {"first_failures": [], "version_changes": []}
+        return {"first_failures": [], "version_changes": [], "flaky_changes": []}
     ranks = spark.createDataFrame(chosen, "target string, run_id string, impl string, rank int")
     # Per (implementation, case), its outcome at each version that ran it, oldest first: one
     # aggregation finds the first failing version, the last passing one before it and every
@@ -361,11 +392,15 @@ def _version_series(
         F.slice(series, 2, F.size(series)),
         lambda after, i: F.struct(F.get(series, i).alias("before"), after.alias("after")),
     )
+    varied_here = F.coalesce("varied", F.array().cast("array<string>")).alias("varied")
     found = (
         newest_rows.join(F.broadcast(ranks), ["target", "run_id"])
+        .join(F.broadcast(varied), ["target", "target_version", "case_id"], "left")
         .groupBy("impl", "case_id")
         .agg(
-            F.sort_array(F.collect_list(F.struct("rank", "outcome", "observed"))).alias("s"),
+            F.sort_array(
+                F.collect_list(F.struct("rank", "outcome", "observed", varied_here))
+            ).alias("s"),
             F.max("group").alias("group"),
             F.max("level").alias("level"),
         )
@@ -393,8 +428,9 @@ def _version_series(
         ((r, c) for r in found for c in r.changes),
         key=lambda rc: (rc[0].impl, rc[1].after["rank"], rc[0].case_id),
     )
-    changes = [
-        VersionChange(
+    changes, flaky_changes = [], []
+    for r, c in steps_found:
+        change = VersionChange(
             implementation=r.impl,
             case_id=r.case_id,
             group=r.group,
@@ -406,8 +442,15 @@ def _version_series(
             before_observed=c.before["observed"],
             after_observed=c.after["observed"],
         )
-        for r, c in steps_found
-    ]
+        unstable = tuple(
+            Varied(series_of[r.impl][side["rank"]], tuple(side["varied"]))
+            for side in (c.before, c.after)
+            if side["varied"]
+        )
+        if unstable:
+            flaky_changes.append(FlakyChange(change, unstable))
+        else:
+            changes.append(change)
     firsts = [
         FirstFailure(
             implementation=r.impl,
@@ -423,22 +466,38 @@ def _version_series(
         for r in sorted(found, key=lambda r: (r.impl, r.case_id))
         if r.first_rank is not None
     ]
-    return {"first_failures": firsts, "version_changes": changes}
+    return {"first_failures": firsts, "version_changes": changes, "flaky_changes": flaky_changes}
 
 
-def _flaky(cases: DataFrame) -> tuple[list[Flaky], int]:
-    """Cases with different outcomes in runs of one target at one version, from the cases
-    summary (outcome counts per target, version, case and level)."""
+def _unstable(cases: DataFrame) -> DataFrame:
+    """From the cases summary (per target, version, case and level: outcome counts, rows that
+    passed only when run again, the observations' least and greatest digest), those whose rows
+    disagree: on the outcome, or a row passed only on a later attempt (``outcome_varies``), or
+    on the observation (``observation_varies``)."""
+    from pyspark.sql import functions as F
+
+    # A run has one row per case.
+    summed = [F.sum(c).alias(c) for c in (*OUTCOMES, "runs", "retried")]
+    kinds = sum(F.when(F.col(o) > 0, 1).otherwise(0) for o in OUTCOMES)
+    return (
+        cases.groupBy("target", "target_version", "case_id", "level")  # across target dirs
+        .agg(*summed, F.min("observed_lo").alias("lo"), F.max("observed_hi").alias("hi"))
+        .withColumns(
+            {
+                "outcome_varies": (kinds > 1) | (F.col("retried") > 0),
+                "observation_varies": F.col("lo") != F.col("hi"),
+            }
+        )
+        .where(F.col("outcome_varies") | F.col("observation_varies"))
+    )
+
+
+def _flaky(flaky: DataFrame) -> tuple[list[Flaky], int]:
+    """The flaky cases (``_unstable``): runs of one target at one version disagree on the
+    outcome or the observation."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
-    summed = [F.sum(c).alias(c) for c in (*OUTCOMES, "runs")]  # a run has one row per case
-    kinds = sum(F.when(F.col(o) > 0, 1).otherwise(0) for o in OUTCOMES)
-    flaky = (
-        cases.groupBy("target", "target_version", "case_id", "level")  # across target dirs
-        .agg(*summed)
-        .where(kinds > 1)
-    )
     counted = Observation("flaky")
     shown = (
         flaky.observe(counted, F.count(F.lit(1)).alias("total"))
@@ -455,6 +514,14 @@ def _flaky(cases: DataFrame) -> tuple[list[Flaky], int]:
             r.level,
             tuple(sorted(o for o in OUTCOMES if r[o])),
             r.runs,
+            tuple(
+                what
+                for what, varies in (
+                    ("outcome", r.outcome_varies),
+                    ("observation", r.observation_varies),
+                )
+                if varies
+            ),
         )
         for r in shown
     ], total

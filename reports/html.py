@@ -22,6 +22,7 @@ from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
     Counts,
     Flaky,
+    FlakyChange,
     Report,
     TargetReport,
     level_rank,
@@ -448,9 +449,13 @@ def requirement(req: object) -> str:
 # --- cross-target sections -------------------------------------------------------------------
 
 
-def flaky_cases(items: Sequence[Flaky], total: int) -> str:
+def flaky_cases(items: Sequence[Flaky], total: int, changes: Sequence[FlakyChange]) -> str:
+    """The cases whose runs of one target at one version disagree, then the differences between
+    versions that such a case makes unconfirmed (not version changes)."""
     if not total:
-        return muted("No case changed its outcome between runs of one target at one version.")
+        return muted(
+            "No case changed its outcome or observation between runs of one target at one version."
+        )
     rows = (
         row(
             esc(f.target),
@@ -458,14 +463,43 @@ def flaky_cases(items: Sequence[Flaky], total: int) -> str:
             tag("code", esc(f.case_id)),
             esc(f.level),
             " ".join(badge(o) for o in f.outcomes),
+            esc(" and ".join(f.varied)),
             str(f.runs),
         )
         for f in items
     )
     note = tag("p", esc(shown_of(len(items), total, "flaky case") + "."))
-    return note + table(
-        ("target", "version", "case", "level", "outcomes", "runs"), rows, class_="small"
+    body = note + table(
+        ("target", "version", "case", "level", "outcomes", "varied", "runs"), rows, class_="small"
     )
+    if changes:
+        body += tag(
+            "p",
+            esc(
+                f"{plural(len(changes), 'difference')} between versions not confirmed: at the "
+                "version(s) named, the runs disagree on the case, so it is not a version change."
+            ),
+        ) + table(
+            ("implementation", "case", "level", "before", "after", "runs disagree"),
+            (
+                row(
+                    esc(f.change.implementation),
+                    tag("code", esc(f.change.case_id)),
+                    esc(f.change.level),
+                    *(
+                        tag("strong", esc(version)) + " " + badge(outcome)
+                        for version, outcome in (
+                            (f.change.before_version, f.change.before_outcome),
+                            (f.change.after_version, f.change.after_outcome),
+                        )
+                    ),
+                    esc("; ".join(f"at {u.version}: {' and '.join(u.varied)}" for u in f.unstable)),
+                )
+                for f in changes
+            ),
+            class_="small",
+        )
+    return body
 
 
 def invalid_rows(report: Report) -> str:
@@ -836,7 +870,11 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
             else muted("No interop pairs in this report."),
             id="interop-section",
         )
-        + section("Flaky cases", flaky_cases(report.flaky, report.flaky_total), id="flaky")
+        + section(
+            "Flaky cases",
+            flaky_cases(report.flaky, report.flaky_total, report.flaky_changes),
+            id="flaky",
+        )
     )
     return document(
         "NATS conformance report", header(report) + tag("main", main), filter_style(filters)

@@ -151,12 +151,34 @@ class VersionChange:
 
 @dataclass(frozen=True)
 class Flaky:
+    """A case whose runs of one target at one version disagree, on the outcome or on what was
+    observed (``varied``: ``outcome``, ``observation`` or both)."""
+
     target: str
     version: str
     case_id: str
     level: str
     outcomes: tuple[str, ...]
     runs: int
+    varied: tuple[str, ...] = ("outcome",)
+
+
+@dataclass(frozen=True)
+class Varied:
+    """At one version, what the runs of the target judging it disagree on."""
+
+    version: str
+    varied: tuple[str, ...]  # outcome, observation or both
+
+
+@dataclass(frozen=True)
+class FlakyChange:
+    """A difference between consecutive versions that the runs do not confirm: at one of the two
+    versions, or both (``unstable``), the runs of the target judging it disagree on the case.
+    Reported with the flaky cases, never as a version change."""
+
+    change: VersionChange
+    unstable: tuple[Varied, ...]
 
 
 @dataclass(frozen=True)
@@ -167,6 +189,8 @@ class StripCase:
     group: str
     level: str
     outcomes: tuple[str | None, ...]
+    # Versions whose difference from the version before the runs do not confirm (flaky).
+    unconfirmed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,3 +282,5 @@ class Report:
     # (target, case id) -> the URL of the implementation's bug report its baseline entry names.
     upstream: dict[tuple[str, str], str] = field(default_factory=dict)
     behaviour: list[Behaviour] = field(default_factory=list)  # info cases (reports.behaviour)
+    # Differences between versions at a version whose runs disagree: flaky, not version changes.
+    flaky_changes: list[FlakyChange] = field(default_factory=list)

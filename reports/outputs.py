@@ -172,9 +172,21 @@ def summary(report: Report, badges: dict[str, str]) -> dict[str, Any]:
                     "case_id": f.case_id,
                     "level": f.level,
                     "outcomes": list(f.outcomes),
+                    "varied": list(f.varied),
                     "runs": f.runs,
                 }
                 for f in report.flaky
+            ],
+            # Differences between versions the runs do not confirm: not version changes.
+            "changes": [
+                {
+                    "implementation": f.change.implementation,
+                    **pages.version_change(f.change),
+                    "unstable": [
+                        {"version": u.version, "varied": list(u.varied)} for u in f.unstable
+                    ],
+                }
+                for f in report.flaky_changes
             ],
         },
     }
@@ -286,8 +298,12 @@ def markdown(report: Report) -> str:
         lines += ["", "### Robustness failures (a crash or a hang; not in the scores)", ""]
         lines += [f"- `{_code(t.run.target)}`: {t.robustness}" for t in robust]
     if report.flaky_total:
-        lines += ["", f"{report.flaky_total} flaky case(s): outcomes differ between runs of one "
-                  "version (see summary.json)."]  # fmt: skip
+        lines += ["", f"{report.flaky_total} flaky case(s): outcomes or observations differ "
+                  "between runs of one version (see summary.json)."]  # fmt: skip
+    if report.flaky_changes:
+        unconfirmed = len(report.flaky_changes)
+        lines += ["", f"{unconfirmed} difference(s) between versions not confirmed (the runs of "
+                  "a version disagree): flaky, not changes (see summary.json)."]  # fmt: skip
     if report.invalid_total:
         lines += ["", f"### {report.invalid_total} invalid row(s)", ""]
         lines += [f"- {_cell(problem)}" for problem in report.invalid_rows]

@@ -111,6 +111,7 @@ def _strip_json(strip: Strip | None) -> dict[str, Any]:
         "targets": list(strip.targets),
         "cases": [
             {"case_id": c.case_id, "group": c.group, "level": c.level, "outcomes": list(c.outcomes)}
+            | ({"unconfirmed": list(c.unconfirmed)} if c.unconfirmed else {})
             for c in strip.cases
         ],
         "stable": strip.stable,
@@ -233,7 +234,8 @@ def _cell(outcome: str | None, changed: bool) -> str:
 
 
 def strip_table(data: Mapping[str, Any]) -> str:
-    """Cases × versions; a cell whose outcome differs from the version before is outlined."""
+    """Cases × versions; a cell whose outcome differs from the version before is outlined, unless
+    the runs do not confirm the difference (flaky)."""
     strip = data["strip"]
     if not strip["versions"]:
         return html.muted("No version of this implementation ran.")
@@ -252,7 +254,13 @@ def strip_table(data: Mapping[str, Any]) -> str:
     for case in strip["cases"]:
         anchor = case_anchor(case["case_id"]) if case["case_id"] in with_evidence else None
         name = html.tag("code", html.esc(case["case_id"]))
-        marks = strips.changed(tuple(case["outcomes"]))
+        unconfirmed = set(case.get("unconfirmed", ()))
+        marks = [
+            changed and version not in unconfirmed
+            for changed, version in zip(
+                strips.changed(tuple(case["outcomes"])), strip["versions"], strict=True
+            )
+        ]
         rows.append(
             html.tag(
                 "tr",
@@ -269,7 +277,8 @@ def strip_table(data: Mapping[str, Any]) -> str:
     note = html.muted(
         f"{html.plural(len(strip['cases']), 'case')} failing at some version or changing; "
         + (f"the other cases keep one outcome at every version ({stable})." if stable else "")
-        + " An outlined cell differs from the version before."
+        + " An outlined cell differs from the version before (a difference the runs of a version"
+        " do not confirm is flaky: not outlined, listed on the index)."
     )
     table = html.tag(
         "table",

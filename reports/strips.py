@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from nats_conformance.harness.implementations import implementation
-from nats_conformance.reports.model import Run, Strip, StripCase, level_rank
+from nats_conformance.reports.model import FlakyChange, Run, Strip, StripCase, level_rank
 
 QUIET = frozenset({"pass", "skip"})  # outcomes a case may keep at every version and be counted
 Row = tuple[str, str, str, str, str]  # target, case id, group, level, outcome
@@ -78,6 +79,26 @@ def _strip(impl: str, versions: dict[str, Run], found: dict[str, tuple[str, str,
         cases=shown,
         stable=dict(sorted(stable.items())),
     )
+
+
+def without_noise(found: list[Strip], flaky: Iterable[FlakyChange]) -> list[Strip]:
+    """Pure: ``found`` with each flaky change's later version marked unconfirmed in its case's
+    row, so that the strip does not show it as a change."""
+    unconfirmed: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for f in flaky:
+        unconfirmed[f.change.implementation, f.change.case_id].append(f.change.after_version)
+    return [
+        replace(
+            strip,
+            cases=[
+                replace(c, unconfirmed=tuple(unconfirmed[key]))
+                if (key := (strip.implementation, c.case_id)) in unconfirmed
+                else c
+                for c in strip.cases
+            ],
+        )
+        for strip in found
+    ]
 
 
 def changed(outcomes: tuple[str | None, ...]) -> list[bool]:

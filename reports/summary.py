@@ -6,8 +6,10 @@ the history), each partitioned by the target's bounded directory name (``target_
 append rewrites the summaries of the targets it wrote to and no others:
 
 - ``runs``: a row per (target, run, version, kind, run date): its first time and its row count;
-- ``cases``: a row per (target, version, case, level): how many rows had each outcome (flaky
-  cases);
+- ``cases``: a row per (target, version, case, level): how many rows had each outcome, how many
+  passed only when run again (``retried``: the harness's ``flaky:`` rows), and the least and
+  greatest digest of their observations (a case whose runs disagree on either is flaky:
+  ``analysis``);
 - ``newest``: the rows of the newest run of each (target, version) (the version series), with
   their observations (tables written before them read them as "": so did those rows).
 
@@ -15,7 +17,9 @@ Each merges: the summaries of the old rows merged with those of the new rows are
 all rows (counts add up, runs are disjoint, the newest run is the newer of the two newest). An
 append merges in the runs it wrote (``update``); a full recomputation summarises every row
 (``prepare(full=True)``, ``nats-conformance report --full``). ``state`` is marked pending while
-an append runs, so summaries an interrupted job left behind are recomputed by the next one.
+an append runs, so summaries an interrupted job left behind are recomputed by the next one; it
+also records the tables' ``LAYOUT``, so summaries written before a column existed (the
+observation digests) are recomputed from the rows rather than read with a guess.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from nats_conformance.harness.gate import FLAKY_MARK as RETRIED_MARK
 from nats_conformance.harness.results import LATER_KEYS, OUTCOMES
 from nats_conformance.reports import history
 
@@ -32,13 +37,18 @@ if TYPE_CHECKING:
 
 SUMMARY_DIR = "_summary"
 PARTITION = "target_dir"
+LAYOUT = 2  # 2: cases has retried and observation digests; an older store is summarised again
+# Two runs observed the same when their observations' digests agree: the least and the greatest
+# digest of a case's rows differ exactly when the rows hold two observations (up to a 64-bit
+# hash collision), and both merge by min and max as counts merge by sums.
+DIGESTS = {"observed_lo": "min", "observed_hi": "max"}
+STATE_SCHEMA = "pending boolean, layout int"
 RUN_KEYS = ("target", "run_id", "target_version", "target_kind", "run_date", PARTITION)
 CASE_KEYS = ("target", "target_version", "case_id", "level", PARTITION)
 SCHEMAS = {
     "runs": ", ".join(f"{k} string" for k in RUN_KEYS) + ", started timestamp, rows bigint",
     "cases": ", ".join(f"{k} string" for k in CASE_KEYS)
-    + "".join(f", {o} bigint" for o in OUTCOMES)
-    + ", runs bigint",
+    + "".join(f", {c} bigint" for c in (*OUTCOMES, "runs", "retried", *DIGESTS)),
     "newest": "target string, target_version string, run_id string, case_id string, "
     f"`group` string, level string, outcome string, observed string, {PARTITION} string",
 }
@@ -104,14 +114,15 @@ def _rebuild(spark: SparkSession, store: str) -> None:
 
 def _current(spark: SparkSession, store: str) -> bool:
     try:
-        state = spark.read.schema("pending boolean").parquet(_path(store, "state")).first()
+        state = spark.read.schema(STATE_SCHEMA).parquet(_path(store, "state")).first()
     except Exception:  # no state written yet (a new store, or one written before summaries)
         return False
-    return state is not None and not state.pending
+    # A state written before layouts has none (null): its tables lack the later columns.
+    return state is not None and not state.pending and state.layout == LAYOUT
 
 
 def _mark(spark: SparkSession, store: str, *, pending: bool) -> None:
-    state = spark.createDataFrame([(pending,)], "pending boolean")
+    state = spark.createDataFrame([(pending, LAYOUT)], STATE_SCHEMA)
     state.coalesce(1).write.mode("overwrite").parquet(_path(store, "state"))
 
 
@@ -145,7 +156,10 @@ def _merged(spark: SparkSession, rows: DataFrame, old: Summaries) -> Summaries:
     cases = old.cases.unionByName(_outcome_counts(new_rows))
     return Summaries(
         runs=runs,
-        cases=cases.groupBy(*CASE_KEYS).agg(*[F.sum(c).alias(c) for c in (*OUTCOMES, "runs")]),
+        cases=cases.groupBy(*CASE_KEYS).agg(
+            *[F.sum(c).alias(c) for c in (*OUTCOMES, "runs", "retried")],
+            *[getattr(F, merge)(c).alias(c) for c, merge in DIGESTS.items()],
+        ),
         newest=old.newest.join(F.broadcast(kept), ["target", "run_id"]).unionByName(newest_rows),
     )
 
@@ -153,10 +167,14 @@ def _merged(spark: SparkSession, rows: DataFrame, old: Summaries) -> Summaries:
 def _outcome_counts(rows: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
-    # Text in the grouping keys only: Spark's hash aggregation takes fixed-width results.
+    # Text in the grouping keys only: Spark's hash aggregation takes fixed-width results (so
+    # observations are compared by digest).
+    digest = F.xxhash64("observed")
     return rows.groupBy(*CASE_KEYS).agg(
         *[F.count(F.when(F.col("outcome") == o, 1)).alias(o) for o in OUTCOMES],
         F.count(F.lit(1)).alias("runs"),
+        F.count(F.when(F.col("message").startswith(RETRIED_MARK), 1)).alias("retried"),
+        *[getattr(F, merge)(digest).alias(c) for c, merge in DIGESTS.items()],
     )
 
 

@@ -33,12 +33,14 @@ from nats_conformance.reports.model import (
     Failure,
     FirstFailure,
     Flaky,
+    FlakyChange,
     Observed,
     Observer,
     Point,
     Report,
     Run,
     TargetReport,
+    Varied,
     VersionChange,
 )
 
@@ -424,10 +426,32 @@ def sample_report() -> Report:
                 4,
             ),
             Flaky(
-                HOSTILE_TARGET, "6.6.6", "client.connect.<b>bold</b>", "must", ("error", "pass"), 2
+                HOSTILE_TARGET,
+                "6.6.6",
+                "client.connect.<b>bold</b>",
+                "must",
+                ("error", "pass"),
+                2,
+                ("outcome", "observation"),
             ),
         ],
         flaky_total=3,
+        # At 6.6.6 the runs disagree: the difference from 5.0 is not a version change.
+        flaky_changes=[
+            FlakyChange(
+                VersionChange(
+                    HOSTILE_TARGET,
+                    "client.connect.<b>bold</b>",
+                    "client.connect",
+                    "must",
+                    "5.0",
+                    "pass",
+                    "6.6.6",
+                    "error",
+                ),
+                (Varied("6.6.6", ("outcome", "observation")),),
+            )
+        ],
         runs_total=sum(t.runs for t in targets),
         rows_total=sum(t.run.rows * t.runs for t in targets),
         rows_added=120,

@@ -459,10 +459,18 @@ def test_an_observation_change_between_versions_is_on_the_page(
 # --- cross-target sections -------------------------------------------------------------------
 
 
-def test_flaky_cases(doc: Node) -> None:
+def test_flaky_cases_and_the_changes_they_leave_unconfirmed(doc: Node) -> None:
     section = doc.one("section", id="flaky")
     assert "showing 2 of 3 flaky cases." in section.text
-    assert len(section.one("tbody").all("tr")) == 2
+    cases, changes = section.all("tbody")
+    assert len(cases.all("tr")) == 2
+    assert cases.all("tr")[1].all("td")[5].text == "outcome and observation"
+    [change] = changes.all("tr")
+    assert [td.text for td in change.all("td")] == [
+        HOSTILE_TARGET, "client.connect.<b>bold</b>", "must", "5.0 pass", "6.6.6 error",
+        "at 6.6.6: outcome and observation",
+    ]  # fmt: skip
+    assert "1 difference between versions not confirmed" in section.text
 
 
 def test_invalid_rows_are_shown_prominently(report: Report, doc: Node) -> None:

@@ -83,10 +83,11 @@ def test_stores_of_the_old_layouts_still_read_beside_new_rows(spark: Any, tmp_pa
     # bounded name with the full one in the column target_name.
     write_old(old, {})
     write_old(long, {"target_name": F.col("target"), "target": history.partition_name("target")})
-    newer = [
-        result_row(run_id=RUN_B, time="2026-11-02T00:00:00Z", case_id=c, outcome="pass")
+    newer = [  # a newer version: at one version, the runs would disagree (flaky, no change)
+        result_row(run_id=RUN_B, time="2026-11-02T00:00:00Z", target_version="2.16.0", case_id=c,
+                   outcome="pass")
         for c in ("c0", "c1")
-    ]
+    ]  # fmt: skip
     results = write_results(tmp_path / "r.jsonl", [*old, *long, *newer])
     report, problems = pipeline.build([results], tmp_path / "report", store=str(store))
     assert not problems and report.rows_added == 2  # the old runs are known: not added again
