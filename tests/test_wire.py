@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, decode_bytes, load_all
+from nats_conformance.harness.gate import SHIPPED_BASELINE, Baseline
 from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.harness.runtime.transcripts import Transcript, TranscriptEvent, escape
 from nats_conformance.harness.servers.checks import check_case
@@ -27,11 +28,32 @@ from nats_conformance.harness.servers.wire import run_wire_script
 NATS_SERVER = Path(sys.executable).parent / "nats-server"
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}
 
+SHIPPED = Baseline.load(SHIPPED_BASELINE)
+
+
+def wire_of(case_id: str) -> dict[str, Any]:
+    return CASES[case_id].data["wire"]
+
+
+def first_conforming_parse(op: str) -> str:
+    """The first must parse case for servers that a plain nats-server answers with ``op`` and
+    the shipped baseline does not list for 2.15.1: picked by level, not by an id whose level a
+    re-reading of the documents may move."""
+    return next(
+        case.id
+        for case in CASES.values()
+        if case.level == "must" and "server" in case.roles and case.kind == "protocol.parse"
+        and set(case.data.get("wire", {})) == {"exchanges"}
+        and any(e.get("op") == op for x in wire_of(case.id)["exchanges"] for e in x["expect"])
+        and not SHIPPED.lists("nats-server", "2.15.1", case.id)
+    )  # fmt: skip
+
+
 # Must cases nats-server 2.15.1 conforms to: open and closed endings, MSG, HMSG, two exchanges.
 CONFORMING = [
     "protocol.connect.parse.lower-case-name",
-    "protocol.pub.parse.doc-example-hello",
-    "protocol.hpub.parse.doc-example-one-header",
+    first_conforming_parse("MSG"),
+    first_conforming_parse("HMSG"),
     "protocol.unsub.session.auto-unsubscribe-across-exchanges",
     "protocol.framing.parse.unknown.foo",
     "protocol.connect.session.verbose-true-ok-for-connect",
@@ -73,10 +95,6 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSer
         yield RunningServer(url=url, host=host, port=int(port), version=version, log_path=log)
     finally:
         stop_process(proc, 5)
-
-
-def wire_of(case_id: str) -> dict[str, Any]:
-    return CASES[case_id].data["wire"]
 
 
 @pytest.mark.parametrize("case_id", CONFORMING)
