@@ -189,7 +189,11 @@ def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
         for row in run_client_vectors(client, cases):
             rows.append((row, time.monotonic() - started))
     asked = [r for r, _ in rows if r.outcome != "skip"]  # a skip asks nothing
-    assert [r.outcome for r in asked[:2]] == ["fail", "fail"]  # hung on its input
+    # A validation request is the suite's command, not what a server sent the library: a hang
+    # on it is the driver's error (driver.rule), not a robustness failure of the library.
+    hung = asked[:2]
+    assert [(r.outcome, r.category) for r in hung] == [("error", "conformance")] * 2
+    assert all("hung on a command of the suite" in r.message for r in hung), hung
     assert len(asked) > 10
     assert all(r.outcome == "error" and "hung 2 times" in r.message for r in asked[2:])
     assert time.monotonic() - started < 2 * (STEP + 1) + 10  # two deadlines, not one a case
