@@ -78,6 +78,7 @@ def run_script(
         if (late := s.crashed()) is not None:  # the driver died during the case, unnoticed
             verdict = Verdict.of_driver(late, case.id)
             outcome, message, category = verdict.outcome, verdict.message, verdict.category
+    ended = [f"ended: {message}"] if outcome == "fail" else []
     shown = ""
     if outcome != "pass":
         shown = "\n".join(s.transcript.splitlines()[-TRANSCRIPT_LINES:])
@@ -90,7 +91,8 @@ def run_script(
         round((time.monotonic() - started) * 1000, 3),
         shown,
         case.data["description"],
-        observed=observation([steady(note) for note in notes]),
+        # What happened step by step, and how the script ended where a step ended it.
+        observed=observation([steady(note) for note in [*notes, *ended]]),
         category=category,
     )
 
