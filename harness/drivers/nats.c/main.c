@@ -301,7 +301,8 @@ static json_t *err_lib(natsStatus s)
 
 /* A string argument: absent or null gives *out = NULL when optional.
  * Strings are handed to a C API that stops at NUL, so U+0000 cannot be
- * passed and is refused rather than silently truncated. */
+ * passed: the API cannot express it (`unsupported`, a skip), rather than
+ * the string being silently truncated. */
 static json_t *arg_str(json_t *req, const char *key, bool optional, const char **out)
 {
     json_t *v = json_object_get(req, key);
@@ -314,7 +315,7 @@ static json_t *arg_str(json_t *req, const char *key, bool optional, const char *
     if (!json_is_string(v))
         return err_drv("invalid", "argument '%s' must be a string", key);
     if (strlen(json_string_value(v)) != json_string_length(v))
-        return err_drv("invalid",
+        return err_drv("unsupported",
                        "argument '%s' contains U+0000, which the C API "
                        "(NUL-terminated strings) cannot take",
                        key);
@@ -388,7 +389,7 @@ static json_t *arg_headers(json_t *req, json_t **headers)
             if (!json_is_string(s))
                 return err_drv("invalid", "headers[%zu][%zu] must be a string", i, k);
             if (strlen(json_string_value(s)) != json_string_length(s))
-                return err_drv("invalid",
+                return err_drv("unsupported",
                                "headers[%zu][%zu] contains U+0000, which the C API "
                                "cannot take",
                                i, k);
