@@ -17,6 +17,10 @@ FLOOR = 0.25  # seconds: the shortest wait for something the library should do
 QUIET_FLOOR = 0.1  # seconds: the shortest watch for something it should not do
 LOOK = 0.05  # seconds: the longest look for late events once all awaited ones came
 LOOK_FLOOR = 0.02  # seconds: the shortest such look
+# Seconds without any sign of life (no PONG, no close, no error) before a library is called hung.
+# A hang is a robustness failure, a claim made at any level, so it waits this full deadline, never
+# the adaptive wait above: a library that is merely slow on a loaded machine is not hung.
+HANG_AFTER = 3.0
 
 
 def patience(observed: float | None, cap: float, floor: float = FLOOR) -> float:

@@ -62,6 +62,7 @@ from nats_conformance.harness.clients.driver import DriverError, DriverReply
 from nats_conformance.harness.clients.fake_server import FakeConnection, hmsg_op, msg_op
 from nats_conformance.harness.clients.fake_server import encode as encode_op
 from nats_conformance.harness.clients.patience import (
+    HANG_AFTER,
     QUIET_FLOOR,
     RoundTrips,
     look_for_more,
@@ -292,7 +293,8 @@ def _probe(conn: FakeConnection, wait: float, seen: list[dict[str, Any]]) -> str
         return "closed"
     after = conn.count()
     conn.send(encode_op(protocol.Ping()))
-    if conn.wait_for(protocol.Pong, timeout=wait, after=after) is not None:
+    # Silent would be a hang, a robustness claim: it waits the full deadline.
+    if conn.wait_for(protocol.Pong, timeout=max(wait, HANG_AFTER), after=after) is not None:
         return "answers"
     return "closed" if conn.closed_by_client else "silent"
 
@@ -317,8 +319,8 @@ def _survival(state: str, errors: list[dict[str, Any]], waited: float) -> Judgem
         )
     return Judgement(
         "fail",
-        f"the library hung: within {waited:.2g} s the next message did not arrive, a PING got "
-        f"no PONG and the connection stayed open ({said})",
+        f"the library hung: the next message did not arrive within {waited:.2g} s, a PING got "
+        f"no PONG within {max(waited, HANG_AFTER):g} s and the connection stayed open ({said})",
         category=ROBUSTNESS,
     )
 
@@ -540,6 +542,9 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
         if probed:
             conn.send(encode_op(protocol.Ping()))
             _wait_pongs(r, conn, after, pings + 1, patience(rtt, STEP))
+            if not _lively(r, conn, after, pings + 1):
+                # No sign of life yet would be a hang, a robustness claim: the full deadline.
+                _wait_pongs(r, conn, after, pings + 1, HANG_AFTER)
         else:
             # Anything of an unfinished operation delivered shows by then.
             time.sleep(patience(rtt, QUIET, QUIET_FLOOR))
@@ -575,6 +580,18 @@ def _wait_pongs(r: PathRun, conn: FakeConnection, after: int, want: int, wait: f
         if len(pongs) >= want or any(e.get("event") == "closed" for e in r.s.seen()):
             return
         time.sleep(0.01)
+
+
+def _lively(r: PathRun, conn: FakeConnection, after: int, want: int) -> bool:
+    """Whether the client showed a sign of life after ``after``: ``want`` PONGs, a close, or an
+    error it reported."""
+    pongs = [e for e in conn.events()[after:] if isinstance(e, protocol.Pong)]
+    seen = r.s.seen()
+    return (
+        len(pongs) >= want
+        or conn.closed_by_client
+        or any(e.get("event") in ("closed", "error") for e in seen)
+    )
 
 
 def _settle_deliveries(r: PathRun, wanted: int, wait: float, sent: float) -> list[dict[str, Any]]:
