@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from behaving_server import INFO, Behaviour, FakeServer
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -28,7 +29,7 @@ from nats_conformance.conformance.wire_script import compare_exchange, evaluate
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.deviants import LATE
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import RunningServer, TargetError
+from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
 from nats_conformance.harness.servers.wire import run_wire_script
 
@@ -40,7 +41,6 @@ STAYS_OPEN = {
     "protocol.auth.session.authenticated-in-time-stays": 0.6,
     "protocol.keepalive.session.answered-pings-keep-open": 1.0,
 }
-INFO = b'INFO {"server_id":"fake","version":"0.0.0","proto":1,"headers":true}\r\n'
 
 
 # --- the band, without I/O -----------------------------------------------------------------------
@@ -155,65 +155,31 @@ def test_a_stays_open_case_passes_only_after_its_wait(plain: ServerTarget, case_
     assert len(probes) >= 2  # the script's PING, then the probe at the end of the wait
 
 
-class ClosesAfter:
-    """A server that greets, answers every PING, and closes each connection ``after`` seconds
-    after accepting it."""
+def closes_after(after: float) -> Behaviour:
+    """Greets, answers every PING, and closes the connection ``after`` seconds after it came."""
 
-    def __init__(self, after: float) -> None:
-        self._after = after
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.05)
-        self.port = self._listener.getsockname()[1]
-        self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
-
-    @property
-    def running(self) -> RunningServer:
-        url = f"nats://127.0.0.1:{self.port}"
-        return RunningServer(url, "127.0.0.1", self.port, "0.0.0", None)
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        ends = time.monotonic() + after
+        conn.sendall(INFO)
+        seen = b""
+        while not stop.is_set() and (left := ends - time.monotonic()) > 0:
+            conn.settimeout(min(left, 0.05))
             try:
-                conn, _ = self._listener.accept()
+                data = conn.recv(65536)
             except TimeoutError:
                 continue
-            except OSError:
+            if not data:
                 return
-            thread = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
+            seen += data
+            pings, seen = seen.count(b"PING\r\n"), seen.rpartition(b"\r\n")[2]
+            conn.sendall(b"PONG\r\n" * pings)
 
-    def _serve(self, conn: socket.socket) -> None:
-        ends = time.monotonic() + self._after
-        with conn:
-            conn.sendall(INFO)
-            seen = b""
-            while not self._stop.is_set() and (left := ends - time.monotonic()) > 0:
-                conn.settimeout(min(left, 0.05))
-                try:
-                    data = conn.recv(65536)
-                except TimeoutError:
-                    continue
-                except OSError:
-                    return
-                if not data:
-                    return
-                seen += data
-                pings, seen = seen.count(b"PING\r\n"), seen.rpartition(b"\r\n")[2]
-                conn.sendall(b"PONG\r\n" * pings)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._listener.close()
-        for thread in self._threads:
-            thread.join(timeout=5)
+    return behave
 
 
 @pytest.mark.parametrize("case_id", sorted(STAYS_OPEN))
 def test_a_stays_open_case_fails_on_a_server_that_closes_within_the_wait(case_id: str) -> None:
-    server = ClosesAfter(0.5)
+    server = FakeServer(closes_after(0.5))
     try:
         result = run_wire_script(CASES[case_id].data["wire"], server.running)
     finally:
