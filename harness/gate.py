@@ -165,7 +165,7 @@ class Baseline:
                 case_id: (
                     {"class": "flaky", "reason": reason_of(failed[-1])}
                     if (*key, case_id) in passing
-                    else _deviation(reason_of(failed[-1]), statement(case_id))
+                    else _deviation(reason_of(failed[-1]), _broken(failed[-1], statement))
                 )
                 for case_id, failed in entries.items()
             }
@@ -229,6 +229,12 @@ def cited_statement(cases: Iterable[Case]) -> Callable[[str], str | None]:
     """The statement a row's case cites first (a row id is ``<vector id>[@<path>]``), or None."""
     first = {case.id: next(iter(case.data.get("requirements") or []), None) for case in cases}
     return lambda row_id: first.get(row_id.partition("@")[0])
+
+
+def _broken(row: ResultRow, statement: Callable[[str], str | None]) -> str | None:
+    """The statement a failing row deviates from: its case's citation; none for a crash or a
+    hang, which breaks no sentence (robustness needs none)."""
+    return None if row.category == ROBUSTNESS else statement(row.case_id)
 
 
 def reason_of(row: ResultRow) -> str:
