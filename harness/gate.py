@@ -37,7 +37,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from nats_conformance.conformance.vectors import Case
+from nats_conformance.conformance.vectors import Case, json_depth
 from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.implementations import implementation, spec_version
 from nats_conformance.harness.results import ResultRow
@@ -261,7 +261,7 @@ def _read(path: Path) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BaselineError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    if _depth(text) > MAX_BASELINE_DEPTH:
+    if json_depth(text) > MAX_BASELINE_DEPTH:
         raise BaselineError(f"{path}: nested deeper than {MAX_BASELINE_DEPTH}")
     try:
         return json.loads(text)
@@ -271,23 +271,6 @@ def _read(path: Path) -> Any:
 
 # A baseline is four tables deep; anything much deeper is not one (and would exhaust the parser).
 MAX_BASELINE_DEPTH = 16
-
-
-def _depth(text: str) -> int:
-    """The deepest nesting of arrays and objects in JSON ``text`` (strings skipped)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
 
 
 def _classed(entries: dict[str, dict[str, dict[str, Any]]]) -> Entries:

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from nats_conformance.conformance.verdicts import ROBUSTNESS
+from nats_conformance.conformance.verdicts import ROBUSTNESS, level_rank
 from nats_conformance.harness.results import LEVELS, OUTCOMES
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
@@ -25,7 +25,6 @@ from nats_conformance.reports.model import (
     FlakyChange,
     Report,
     TargetReport,
-    level_rank,
 )
 
 CLIENT_KIND = "client"

@@ -6,12 +6,7 @@ from dataclasses import dataclass, field
 
 from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.gate import FAILING
-from nats_conformance.harness.results import INTEROP_KIND, LEVELS
-
-
-def level_rank(level: str) -> int:
-    """Levels in the documents' order (must first); an unknown level last."""
-    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+from nats_conformance.harness.results import INTEROP_KIND
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nats_conformance.conformance.verdicts import ROBUSTNESS
+from nats_conformance.conformance.verdicts import ROBUSTNESS, level_rank
 from nats_conformance.harness.gate import FAILING
 from nats_conformance.harness.results import INTEROP_KIND
 from nats_conformance.reports import details, html, strips
@@ -25,7 +25,6 @@ from nats_conformance.reports.model import (
     Strip,
     TargetReport,
     VersionChange,
-    level_rank,
 )
 
 FORMAT = "nats-conformance-implementation/1"
