@@ -364,10 +364,11 @@ def _version_series(
 ) -> dict[str, list[Any]]:
     """For each implementation with several versions, judging each version by its latest run
     (the strips' rule; ``newest_rows``: the rows of each target's newest run per version):
-    where each case first fails (``first_failures``), and every case whose outcome or
-    observation differs from the version before: a version change (``version_changes``) when
-    the runs of both versions agree on the case, else a flaky one (``flaky_changes``; ``varied``:
-    what varied per target, version and case, where the runs of one disagree)."""
+    where each case first fails at a version whose runs agree on it (``first_failures``), and
+    every case whose outcome or observation differs from the version before: a version change
+    (``version_changes``) when the runs of both versions agree on the case, else a flaky one
+    (``flaky_changes``; ``varied``: what varied per target, version and case, where the runs of
+    one disagree)."""
     from pyspark.sql import functions as F
 
     every_run = [run for target_runs in runs.values() for run in target_runs]
@@ -386,8 +387,11 @@ def _version_series(
     # aggregation finds the first failing version, the last passing one before it and every
     # change between consecutive versions.
     series = F.col("s")
-    first = F.get(F.filter(series, lambda x: x["outcome"].isin(*FAILING)), 0)["rank"]
-    passed_before = F.filter(series, lambda x: (x["outcome"] == "pass") & (x["rank"] < first))
+    # Only a version whose runs agree on the case counts: one that failed in one run and passed
+    # in another is flaky there, neither its first failure nor a pass before one.
+    agreed = F.filter(series, lambda x: F.size(x["varied"]) == 0)
+    first = F.get(F.filter(agreed, lambda x: x["outcome"].isin(*FAILING)), 0)["rank"]
+    passed_before = F.filter(agreed, lambda x: (x["outcome"] == "pass") & (x["rank"] < first))
     steps = F.transform(
         F.slice(series, 2, F.size(series)),
         lambda after, i: F.struct(F.get(series, i).alias("before"), after.alias("after")),

@@ -78,6 +78,10 @@ def test_a_change_at_a_version_whose_runs_disagree_is_flaky_not_a_change(
         "2.12.8",
     )
     assert [(u.version, u.varied) for u in flaky.unstable] == [("2.12.8", ("outcome",))]
+    # Where a case first fails counts only versions whose runs agree: c.noise never did.
+    assert [(f.case_id, f.first_failing, f.last_passing) for f in report.first_failures] == [
+        ("c.real", "2.12.8", "2.12.0")
+    ]
     # Nor is it a regression against the target's previous run (the same version).
     [new] = [t for t in report.targets if t.run.target == NEW]
     assert (new.regressions_total, new.fixes_total, new.changes) == (0, 0, [])
