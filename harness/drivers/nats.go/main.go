@@ -5,10 +5,10 @@
 // request. headers_op uses nats.Header's Get/Values/Set/Del/Add, which are
 // case-sensitive and keep the key as given (no canonicalising): the
 // `insensitive` case is unsupported.
-// The same source builds against the pinned module (module mode) and against
-// Debian's golang-github-nats-io-go-nats-dev 1.22.1 (GOPATH mode, build tag
-// natsgo_legacy); decode_legacy.go and decode_modern.go hold the one API
-// difference.
+// The same source builds against every release of the series, the pinned
+// module (module mode) and Debian's golang-github-nats-io-go-nats-dev 1.22.1
+// (GOPATH mode); what differs between releases is chosen by build tags that
+// tags.sh reads from the release's source (decode_*.go, subjects_*.go).
 package main
 
 import (
@@ -34,17 +34,27 @@ import (
 
 const protocolName = "nats-conformance-driver/2"
 
-// capabilities are what nats.go supports through this driver, in 1.22.1 and
-// later alike: the connect options it takes, Header's API (headers_op),
-// the internal parser and encoder (decode/encode_headers), JetStream with
-// KeyValue and ObjectStore (js.go, kv.go, object.go), and FlushTimeout, which
-// sends PING and waits for the PONG. Its subject and name checks are private:
-// no validate_subject or validate_name.
-var capabilities = []string{
+// sharedCapabilities are what every release of the series (1.22.1 and later)
+// has, each added well before 1.22.1: the connect options; headers, Header's
+// API (headers_op) and no_responders (1.11.0); the internal header parser and
+// encoder (decode/encode_headers); JetStream (1.11.0) with KeyValue and
+// ObjectStore (1.13.0); FlushTimeout, which sends PING and waits for the PONG.
+// Its name checks are private and not linked: no validate_name.
+var sharedCapabilities = []string{
 	"headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
 	"verbose", "pedantic", "echo", "user_password", "token",
 	"decode_headers", "encode_headers", "headers_op",
 	"jetstream", "kv", "object_store", "flush_roundtrip",
+}
+
+// capabilities adds to sharedCapabilities what only some releases have, as
+// the build tags found it in the release (see tags.sh).
+func capabilities() []string {
+	caps := append([]string{}, sharedCapabilities...)
+	if publishSubjectCheck != nil { // 1.48.0
+		caps = append(caps, "validate_subject")
+	}
+	return caps
 }
 
 // Bounds for waits the protocol leaves open.
@@ -130,6 +140,7 @@ type request struct {
 	URL        string          `json:"url"`
 	Options    *connectOptions `json:"options"`
 	Subject    string          `json:"subject"`
+	Use        string          `json:"use"`
 	Reply      *string         `json:"reply"`
 	Queue      *string         `json:"queue"`
 	Headers    *[][]string     `json:"headers"`
@@ -256,7 +267,7 @@ func (d *driver) dispatch(req *request) (result map[string]any, err error) {
 	case "jetstream_delete":
 		return d.jetStreamDelete(req)
 	case "validate_subject":
-		return nil, fail("unsupported", "nats.go exposes no subject validation (its checks are private to Publish and Subscribe)")
+		return validateSubjectOf(req)
 	case "validate_name":
 		return nil, fail("unsupported", "nats.go exposes no ADR-6 name validation (its stream, consumer, bucket and key checks are private)")
 	default:
@@ -270,7 +281,7 @@ func (d *driver) hello() map[string]any {
 		"library":      "github.com/nats-io/nats.go",
 		"version":      nats.Version,
 		"language":     "Go " + strings.TrimPrefix(runtime.Version(), "go"),
-		"capabilities": capabilities,
+		"capabilities": capabilities(),
 	}
 }
 
@@ -533,6 +544,18 @@ func encodeHeaders(req *request) (map[string]any, error) {
 		return nil, fail("refused", "%v", err)
 	}
 	return map[string]any{"block_b64": base64.StdEncoding.EncodeToString(block)}, nil
+}
+
+// validateSubjectOf answers with the release's own publish-subject check; a
+// release without one is never asked (the check would be the driver's).
+func validateSubjectOf(req *request) (map[string]any, error) {
+	if publishSubjectCheck == nil {
+		return nil, fail("unsupported", "nats.go %s has no subject validation (publish subjects are checked from 1.48.0)", nats.Version)
+	}
+	if req.Use != "publish" {
+		return nil, fail("unsupported", "nats.go validates publish subjects only, not %q ones", req.Use)
+	}
+	return map[string]any{"valid": publishSubjectCheck(req.Subject) == nil}, nil
 }
 
 // headersOp does one operation through nats.Header's own methods.

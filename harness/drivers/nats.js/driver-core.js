@@ -14,14 +14,19 @@ const readline = require("node:readline");
 console.log = console.info = console.debug = console.error;
 
 const PROTOCOL = "nats-conformance-driver/2";
-// What both lines support through this driver: the connect options below, MsgHdrs (headers_op),
-// its parser and encoder, the name checks in lib.names, and flush(), which sends PING and
-// resolves on the PONG. Each driver.js adds what only its line has (lib.capabilities).
+// What every release of both lines supports through this driver: the connect options below,
+// MsgHdrs with its parser and encoder, and flush(), which sends PING and resolves on the PONG.
+// headers_op and validate_name are declared where the loaded release has their API (lib.match,
+// lib.names); each driver.js adds what only its line or release has (lib.capabilities).
 const CAPABILITIES = [
   "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
   "verbose", "pedantic", "echo", "user_password", "token",
-  "decode_headers", "encode_headers", "headers_op", "validate_name", "flush_roundtrip",
+  "decode_headers", "encode_headers", "flush_roundtrip",
 ];
+// The capability each jetstream_create/delete kind needs.
+const JETSTREAM_KINDS = {
+  stream: "jetstream", consumer: "jetstream", durable: "jetstream", kv: "kv", object_store: "object_store",
+};
 // The connect options of the protocol; anything else is refused rather than ignored.
 const CONNECT_OPTIONS = new Set([
   "name", "verbose", "pedantic", "echo", "headers", "no_responders",
@@ -113,8 +118,9 @@ function withTimeout(promise, ms, what) {
  *   errorKind(err): a protocol error type for one error object, or null if it cannot tell,
  *   statusEvent(status, classify): {type, message} for an nc.status() entry worth reporting,
  *     else null (classify(err) gives the protocol error type of a library error),
- *   names: {production: validator that throws on an invalid name},
- *   match: {sensitive, insensitive}: the library's Match values for headers_op,
+ *   names: {production: validator that throws on an invalid name} (those the release has),
+ *   match: {sensitive, insensitive}: the library's Match values for headers_op, or null when
+ *     the release has no Match (its MsgHdrs then matches one way only: not declared),
  *   capabilities: what the line has beyond CAPABILITIES (e.g. jetstream),
  * }
  */
@@ -122,6 +128,21 @@ function runDriver(lib) {
   let nc = null;
   let nextSub = 1;
   const subs = new Map();
+  const capabilities = [
+    ...CAPABILITIES,
+    ...(lib.match ? ["headers_op"] : []),
+    ...(Object.keys(lib.names).length > 0 ? ["validate_name"] : []),
+    ...lib.capabilities,
+  ];
+
+  // jetstream_create/delete of a kind whose API the release lacks answers unsupported: the
+  // driver never calls a missing API (its TypeError would read as the library's refusal).
+  function needKind(kind) {
+    const needed = JETSTREAM_KINDS[kind];
+    if (needed !== undefined && !capabilities.includes(needed)) {
+      throw new DriverError("unsupported", `${lib.library} ${lib.version} has no ${needed} API`);
+    }
+  }
 
   // The error type for err: the first of err and its causes the library lets us classify.
   function classify(err) {
@@ -211,7 +232,7 @@ function runDriver(lib) {
       library: lib.library,
       version: lib.version,
       language: `JavaScript (Node.js ${process.version})`,
-      capabilities: [...CAPABILITIES, ...lib.capabilities],
+      capabilities,
     }),
 
     async connect(req) {
@@ -307,6 +328,9 @@ function runDriver(lib) {
 
     headers_op(req) {
       const h = makeHeaders(arg(req, "headers", "object")) || lib.headers();
+      if (!lib.match) {
+        throw new DriverError("unsupported", `${lib.library} ${lib.version} has no Match for its headers`);
+      }
       const match = lib.match[arg(req, "case", "string")];
       if (match === undefined) {
         throw new DriverError("invalid", "argument 'case' must be sensitive or insensitive");
@@ -359,6 +383,7 @@ function runDriver(lib) {
     async jetstream_create(req) {
       const kind = arg(req, "kind", "string");
       const name = arg(req, "name", "string");
+      needKind(kind);
       return jetstreamCall(async () => {
         const js = lib.jetstream;
         switch (kind) {
@@ -387,6 +412,7 @@ function runDriver(lib) {
     async jetstream_delete(req) {
       const kind = arg(req, "kind", "string");
       const name = arg(req, "name", "string");
+      needKind(kind);
       return jetstreamCall(async () => {
         const js = lib.jetstream;
         switch (kind) {

@@ -6,7 +6,8 @@ const { runDriver } = require("./driver-core");
 
 const JS_TIMEOUT_MS = 5000; // how long a JetStream API request may take
 // An internal module: under lib/jetstream/ since 2.18, lib/nats-base-client/ before; {} when the
-// release has none (no kv before 2.3, no object store before 2.9), so what it lacks is not declared.
+// release has none (no kv before 2.2.0, no object store before 2.8.0), so what it lacks is not
+// declared.
 function internal(name) {
   for (const dir of ["jetstream", "nats-base-client"]) {
     try {
@@ -22,6 +23,9 @@ function internal(name) {
 const jsutil = internal("jsutil");
 const kv = internal("kv");
 const objectStore = internal("objectstore");
+// js.views (2.3.0), through which the driver creates buckets: 2.2.0 has kv's Bucket but no views.
+const { JetStreamClientImpl } = internal("jsclient");
+const views = Boolean(JetStreamClientImpl && "views" in JetStreamClientImpl.prototype);
 
 // NatsError codes (nats.ErrorCode) by protocol error type: the ones the library raises in its
 // own checks, before writing anything, are `refused`.
@@ -70,12 +74,14 @@ runDriver({
       message: context ? `${status.data}: ${context.operation} ${JSON.stringify(context.subject)}` : String(status.data),
     };
   },
-  match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
-  // nc.jetstream(), and its views js.views.kv and js.views.os where the release has them.
+  // Match (2.1.0): 2.0.0's MsgHdrs has only a `mime` flag.
+  match: nats.Match ? { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase } : null,
+  // nc.jetstreamManager() and nc.jetstream() (2.0.0), and its views js.views.kv (2.3.0) and
+  // js.views.os (2.8.0, with the object store) where the release has them.
   capabilities: [
     "jetstream",
-    ...(kv.Bucket ? ["kv"] : []),
-    ...(objectStore.ObjectStoreImpl ? ["object_store"] : []),
+    ...(views && kv.Bucket ? ["kv"] : []),
+    ...(views && objectStore.ObjectStoreImpl ? ["object_store"] : []),
   ],
   // jetstream_create/delete: nc.jetstreamManager(), and the views, which create a bucket unless
   // bindOnly; the server's API error is the NatsError's api_error.

@@ -37,6 +37,9 @@ const PROTOCOL: &str = "nats-conformance-driver/2";
 /// of those names, see Cargo.toml, and jetstream.rs); not flush_roundtrip: Client::flush resolves once the connection task has
 /// flushed its write buffer to the socket, with no PING/PONG. validate_subject answers for the
 /// subscribe use only (Subject::validated); decode/encode_headers are unreachable.
+/// async-nats has no release series here: the crate features jetstream, kv and object-store
+/// exist from 0.46.0 (before, that API was always built in), so an older release fails to
+/// resolve in cargo (a build error) rather than being judged without the API.
 const CAPABILITIES: [&str; 14] = [
     "headers",
     "no_responders",
