@@ -38,6 +38,7 @@ from nats_conformance.harness.selection import (
     of_case,
     select_cases,
     select_checks,
+    streaming_server_candidates,
 )
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
@@ -149,7 +150,11 @@ def _run(args: argparse.Namespace) -> int:
     runs = bool(parsed and cases) or bool(stan_specs)  # a streaming server's checks all run
     runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
     if selection.active and not runs:
-        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, every_check))]
+        from nats_conformance.harness.clients.streaming import SERVER_CHECKS
+
+        bundled_checks = _bundled_checks() if not args.vectors else []
+        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, bundled_checks)),
+                      *streaming_server_candidates(SERVER_CHECKS)]  # fmt: skip
         why = empty_selection_error(selection, candidates)
         print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
         return 2
