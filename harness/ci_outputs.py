@@ -26,6 +26,7 @@ from nats_conformance.harness.gate import (
     Baseline,
     Entry,
     Verdict,
+    entry_words,
     gate_fails,
 )
 from nats_conformance.harness.results import ResultRow, bounded
@@ -54,12 +55,6 @@ def _by_target(rows: Judged) -> dict[str, list[tuple[ResultRow, Verdict]]]:
 
 def _xml_text(text: str, limit: int = JUNIT_MESSAGE_LIMIT) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", bounded(text, limit))
-
-
-def entry_words(entry: Entry) -> str:
-    """A baseline entry as words: its class, its reason and what the class names."""
-    named = entry.get("statement") or entry.get("upstream")
-    return f"{entry['class']} ({entry['reason']}" + (f", {named})" if named else ")")
 
 
 def gate_note(row: ResultRow, verdict: Verdict, entry: Entry | None) -> str:

@@ -21,6 +21,7 @@ from nats_conformance.harness.gate import (
     Verdict,
     cited_statement,
     gate_fails,
+    update_lines,
 )
 from nats_conformance.harness.results import (
     LEVELS,
@@ -123,6 +124,10 @@ def _run(args: argparse.Namespace) -> int:
     if missing:
         print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
         return 2
+    if args.results and args.results.exists() and not args.append and not args.dry_run:
+        print(f"nats-conformance: {args.results} exists: give another --results FILE, or "
+              "--append to add this run's rows to it", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         clients.extend_registry(args.drivers_dir)
         if not args.server and not args.client:  # the main job: every default target available
@@ -219,11 +224,14 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"nats-conformance: {exc}", file=sys.stderr)
                 return 2
     progress.finish()
-    print(summary(rows))
+    if not args.baseline_update:  # an update's failures are what it writes: it says that below
+        print(summary(rows))
     _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx, baseline)
     if args.baseline_update:
-        baseline.updated(read_rows(results_path), cited_statement(loaded.cases)).save(args.baseline)
-        print(f"baseline written: {args.baseline}")
+        updated = baseline.updated(read_rows(results_path), cited_statement(loaded.cases))
+        updated.save(args.baseline)
+        print(f"baseline written: {args.baseline} (from {results_path})")
+        print("\n".join(update_lines(baseline, updated)))
         return _invalid_vectors(loaded.problems)
     print(f"results: {results_path}")
     code = max(
@@ -729,7 +737,19 @@ def build_parser() -> argparse.ArgumentParser:
         "client:java-nats-streaming (NATS Streaming); see `nats-conformance targets`",
     )
     _drivers_dir_option(run)
-    run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
+    run.add_argument(
+        "--results",
+        type=Path,
+        metavar="FILE",
+        help="JSON-lines results file (default out/results-RUN.jsonl); one that exists is an error "
+        "unless --append",
+    )
+    run.add_argument(
+        "--append",
+        action="store_true",
+        help="add this run's rows to an existing --results FILE (a baseline update then classes "
+        "each case by every run in it: one that failed only sometimes is flaky)",
+    )
     run.add_argument(
         "--baseline",
         type=Path,
