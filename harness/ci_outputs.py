@@ -63,6 +63,8 @@ def gate_note(row: ResultRow, verdict: Verdict, entry: Entry | None) -> str:
         return f"[{row.level}, baselined: {entry_words(entry)}] "
     if verdict is Verdict.STALE:
         return f"[{row.level}, in the baseline but passes: the baseline is stale] "
+    if verdict is Verdict.FLAKY and entry is not None:  # a pass of a case listed as flaky
+        return f"[{row.level}, flaky: not gating; baselined: {entry_words(entry)}] "
     if verdict is Verdict.FLAKY:
         return f"[{row.level}, flaky: not gating] "
     if verdict is Verdict.UNEXPECTED:
@@ -118,8 +120,8 @@ def junit_xml(rows: Judged, baseline: Baseline | None = None, scrub: Scrub = str
                 properties = ET.SubElement(case, "properties")
                 for name, value in (("outcome", row.outcome), ("gate", note.strip(" []"))):
                     ET.SubElement(properties, "property", name=name, value=_xml_text(value))
-                if verdict is Verdict.FLAKY:
-                    flaky = _xml_text(scrub(row.message))
+                if verdict is Verdict.FLAKY:  # the failed attempts, or the entry that allows it
+                    flaky = _xml_text(scrub(row.message) or note.strip(" []"))
                     ET.SubElement(properties, "property", name="flaky", value=flaky)
             if element is not None:
                 message = _xml_text(note + scrub(row.message))

@@ -88,6 +88,12 @@ def test_a_green_gate_has_no_junit_failure_baselined_ones_skip_with_their_class(
     should = cases["a.should"].find("skipped")
     assert should is not None and should.get("message") == "[should, not gating] no -ERR"
     assert cases["a.pass"].find("properties") is None  # a plain pass carries nothing more
+    listed = Baseline({"srv": {"1.0": {"a.sometimes": {"class": "flaky", "reason": "fail"}}}})
+    xml = junit_xml([(_row("a.sometimes", "pass"), Verdict.FLAKY)], listed)
+    [case] = ET.fromstring(xml).iter("testcase")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["flaky"] == "must, flaky: not gating; baselined: flaky (fail)"
+    assert case.find("skipped") is None
 
 
 def test_junit_failures_and_errors_are_exactly_what_fails_the_gate() -> None:
