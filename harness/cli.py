@@ -811,8 +811,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=SHIPPED_BASELINE,
         metavar="FILE",
-        help="the baseline whose entries' upstream bug reports the report shows beside the "
-        "failures (default: the shipped one)",
+        help="the baseline the report judges each target's latest run by, as the gate does (the "
+        "exit code, what gates, what is baselined or flaky), and whose entries' upstream bug "
+        "reports it shows beside the failures (default: the shipped one)",
     )
     _report_options(report)
     report.set_defaults(func=_report)
