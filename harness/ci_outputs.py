@@ -1,23 +1,38 @@
 """What a CI system reads from a run: JUnit XML, SARIF 2.1.0 and a Markdown summary.
 
-All three are built from the rows as written and the gate's verdicts, nothing else, so they
-agree with the results file and the exit code. Messages quote what a target sent: each output
-bounds them again and escapes them for its format.
+All three are built from the rows as written, the gate's verdicts and the baseline's entries,
+nothing else, so they agree with the results file and the exit code: only what fails the gate
+is a JUnit failure or error and a SARIF error; a failure the baseline lists is a JUnit skip and
+a suppressed SARIF note, each naming the entry's class and reason; a failure that passed when
+run again is a JUnit pass with a ``flaky`` property. Messages quote what a target sent: each
+output bounds them again and escapes them for its format, and writes no path of the machine it
+ran on (``local_paths``): a CI log or a code-scanning alert is read elsewhere.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import tempfile
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from nats_conformance.harness.gate import FAILING, GATING_LEVEL, Verdict, gates
+from nats_conformance.conformance.vectors import BUNDLED_DIR
+from nats_conformance.harness.gate import (
+    FAILING,
+    GATING_LEVEL,
+    Baseline,
+    Entry,
+    Verdict,
+    entry_words,
+    gate_fails,
+)
 from nats_conformance.harness.results import ResultRow, bounded
 
 Judged = Sequence[tuple[ResultRow, Verdict]]
+Scrub = Callable[[str], str]  # a text without the machine's paths (see local_paths)
 
 TOOL = "nats-conformance"
 JUNIT_MESSAGE_LIMIT = 2000
@@ -42,29 +57,53 @@ def _xml_text(text: str, limit: int = JUNIT_MESSAGE_LIMIT) -> str:
     return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", bounded(text, limit))
 
 
-def _verdict_note(row: ResultRow, verdict: Verdict) -> str:
-    if verdict is Verdict.EXPECTED:
-        return f"[{row.level}, in the baseline] "
+def gate_note(row: ResultRow, verdict: Verdict, entry: Entry | None) -> str:
+    """What the gate made of a row, as every output puts it before the row's message."""
+    if verdict is Verdict.EXPECTED and entry is not None:
+        return f"[{row.level}, baselined: {entry_words(entry)}] "
     if verdict is Verdict.STALE:
         return f"[{row.level}, in the baseline but passes: the baseline is stale] "
-    gating = gates(row) and row.outcome in FAILING
-    return f"[{row.level}{', gating' if gating else ''}] "
+    if verdict is Verdict.FLAKY and entry is not None:  # a pass of a case listed as flaky
+        return f"[{row.level}, flaky: not gating; baselined: {entry_words(entry)}] "
+    if verdict is Verdict.FLAKY:
+        return f"[{row.level}, flaky: not gating] "
+    if verdict is Verdict.UNEXPECTED:
+        return f"[{row.level}, gating] "
+    return f"[{row.level}, not gating] " if row.outcome in FAILING else f"[{row.level}] "
 
 
-def junit_xml(rows: Judged) -> str:
-    """One testsuite per target, one testcase per row. The class name is the suite and the rule
-    group, never a path, so it is the same wherever the package is installed."""
+def junit_element(row: ResultRow, verdict: Verdict) -> str | None:
+    """The JUnit element a row gets: ``failure`` or ``error`` only for what fails the gate (a
+    stale entry's pass included), ``skipped`` for a skip and for a failure that does not gate
+    (baselined, or below ``must``), none for a pass (a flaky one too)."""
+    if verdict is Verdict.STALE:
+        return "failure"
+    if verdict is Verdict.UNEXPECTED:
+        return "failure" if row.outcome == "fail" else "error"
+    return "skipped" if row.outcome in FAILING or row.outcome == "skip" else None
+
+
+def _entry(baseline: Baseline, row: ResultRow) -> Entry | None:
+    return baseline.entry(row.target, row.target_version, row.case_id)
+
+
+def junit_xml(rows: Judged, baseline: Baseline | None = None, scrub: Scrub = str) -> str:
+    """One testsuite per target, one testcase per row, agreeing with the gate (junit_element):
+    a green gate has no failure and no error. The class name is the suite and the rule group,
+    never a path, so it is the same wherever the package is installed. A row whose element does
+    not say its outcome (baselined, not gating, flaky) has ``outcome`` and ``gate`` properties."""
+    baseline = baseline or Baseline()
     suites = ET.Element("testsuites", name=TOOL)
     for target, judged in _by_target(rows).items():
-        outcomes = Counter(row.outcome for row, _ in judged)
+        elements = Counter(junit_element(row, verdict) for row, verdict in judged)
         suite = ET.SubElement(
             suites,
             "testsuite",
-            name=target,
+            name=_xml_text(scrub(target)),
             tests=str(len(judged)),
-            failures=str(outcomes["fail"] + sum(v is Verdict.STALE for _, v in judged)),
-            errors=str(outcomes["error"]),
-            skipped=str(outcomes["skip"]),
+            failures=str(elements["failure"]),
+            errors=str(elements["error"]),
+            skipped=str(elements["skipped"]),
             time=f"{sum(row.duration_ms for row, _ in judged) / 1000:.3f}",
         )
         for row, verdict in judged:
@@ -72,17 +111,59 @@ def junit_xml(rows: Judged) -> str:
                 suite,
                 "testcase",
                 classname=f"{TOOL}.{row.group}",
-                name=row.case_id,
+                name=_xml_text(row.case_id),
                 time=f"{row.duration_ms / 1000:.3f}",
             )
-            message = _xml_text(_verdict_note(row, verdict) + row.message)
-            element = {"fail": "failure", "error": "error", "skip": "skipped"}.get(row.outcome)
-            if verdict is Verdict.STALE:  # a pass that fails the gate must show as a failure
-                element = "failure"
+            note = gate_note(row, verdict, _entry(baseline, row))
+            element = junit_element(row, verdict)
+            if verdict is Verdict.FLAKY or (element == "skipped" and row.outcome in FAILING):
+                properties = ET.SubElement(case, "properties")
+                for name, value in (("outcome", row.outcome), ("gate", note.strip(" []"))):
+                    ET.SubElement(properties, "property", name=name, value=_xml_text(value))
+                if verdict is Verdict.FLAKY:  # the failed attempts, or the entry that allows it
+                    flaky = _xml_text(scrub(row.message) or note.strip(" []"))
+                    ET.SubElement(properties, "property", name="flaky", value=flaky)
             if element is not None:
+                message = _xml_text(note + scrub(row.message))
                 ET.SubElement(case, element, message=message).text = message
     ET.indent(suites)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, "unicode") + "\n"
+
+
+def local_paths(roots: Iterable[Path] = ()) -> Scrub:
+    """A function that writes a text without the absolute paths of the machine it ran on: a path
+    under one of ``roots`` (the vector directories) or the working directory (a repository's
+    root in CI) relative to it, the package's vectors relative to them, one under the home or
+    the temporary directory as ``~/...`` or ``$TMPDIR/...``. Paths elsewhere (a system binary a
+    target names, such as /usr/sbin/nats-server) are the same on every machine, and stay."""
+    cwd = Path.cwd().resolve()
+    places = [(d, "") for d in _dirs(roots)] + [(BUNDLED_DIR.resolve(), "")]
+    places += [(cwd, "")] if cwd != Path(cwd.anchor) else []
+    places += [(Path.home().resolve(), "~/"), (Path(tempfile.gettempdir()).resolve(), "$TMPDIR/")]
+    # Longest first, so a vector directory under the working directory is cut at itself.
+    ordered = sorted(
+        {str(path): prefix for path, prefix in places if path != Path(path.anchor)}.items(),
+        key=lambda place: -len(place[0]),
+    )
+    if not ordered:
+        return str
+    pattern = re.compile(
+        r"(?<![\w.~$/-])(" + "|".join(re.escape(path) for path, _ in ordered) + r")(/|(?![\w.-]))"
+    )
+    prefixes = dict(ordered)
+
+    def scrub(text: str) -> str:
+        def cut(match: re.Match[str]) -> str:
+            prefix = prefixes[match.group(1)]
+            return prefix if match.group(2) else prefix.rstrip("/") or "."
+
+        return pattern.sub(cut, text)
+
+    return scrub
+
+
+def _dirs(roots: Iterable[Path]) -> list[Path]:
+    return [r.resolve() if r.is_dir() else r.resolve().parent for r in roots]
 
 
 BUNDLED_BASE = "NATS_CONFORMANCE_VECTORS"  # SARIF uriBaseId of the vectors the suite ships
@@ -93,19 +174,18 @@ def vector_uris(files: Mapping[str, str], roots: Sequence[Path]) -> dict[str, Ve
     """{case id: where its vector file is}: a bundled file relative to the bundled vectors
     (wherever the package is installed, a virtualenv in the checkout included), another relative
     to the working directory (a repository's root in CI) when under it, else relative to the
-    vector directory it came from."""
-    from nats_conformance.conformance.vectors import BUNDLED_DIR
-
+    vector directory it came from: never an absolute path of the machine that ran."""
     bundled = BUNDLED_DIR.resolve()
     cwd = Path.cwd().resolve()
-    dirs = [r.resolve() if r.is_dir() else r.resolve().parent for r in roots]
+    # The filesystem's root is no repository: a file under it would keep its whole path.
+    bases = [*([cwd] if cwd != Path(cwd.anchor) else []), *_dirs(roots)]
     out: dict[str, VectorUri] = {}
     for case_id, file in files.items():
         path = Path(file).resolve()
         if path.is_relative_to(bundled):
             out[case_id] = (path.relative_to(bundled).as_posix(), BUNDLED_BASE)
             continue
-        base = next((d for d in [cwd, *dirs] if path.is_relative_to(d)), path.parent)
+        base = next((d for d in bases if path.is_relative_to(d)), path.parent)
         out[case_id] = (path.relative_to(base).as_posix(), None)
     return out
 
@@ -115,14 +195,23 @@ def _vector_of(case_id: str, uris: Mapping[str, VectorUri]) -> VectorUri | None:
     return uris.get(case_id) or uris.get(case_id.partition("@")[0])
 
 
-def sarif(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> dict[str, object]:
-    """SARIF 2.1.0: a result per row that fails the gate (an unexpected failure or a stale
-    baseline entry) and per other row that failed, at its level (must error, should warning,
-    may and info note), located at its vector file and case."""
+def sarif(
+    rows: Judged,
+    uris: Mapping[str, VectorUri],
+    version: str,
+    baseline: Baseline | None = None,
+    scrub: Scrub = str,
+) -> dict[str, object]:
+    """SARIF 2.1.0: a result per row that failed and per stale baseline entry, located at its
+    vector file and case. What fails the gate (an unexpected failure, a stale entry) is an
+    ``error``; a failure the baseline lists is a ``note`` with an external suppression whose
+    justification is the entry's class and reason (code scanning shows it as dismissed); any
+    other failure does not gate and is at its level (should warning, may and info note)."""
+    baseline = baseline or Baseline()
     results, rules = [], {}
     for row, verdict in rows:
         gating = verdict in (Verdict.UNEXPECTED, Verdict.STALE)
-        if not gating and (verdict is Verdict.EXPECTED or row.outcome not in FAILING):
+        if not gating and row.outcome not in FAILING:
             continue
         rules[row.case_id] = {"id": row.case_id, "shortDescription": {"text": row.case_id}}
         what = "baseline is stale (passes)" if verdict is Verdict.STALE else row.outcome
@@ -133,17 +222,20 @@ def sarif(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> dict[str
             uri, base = found
             artifact = {"uri": uri} | ({"uriBaseId": base} if base else {})
             location["physicalLocation"] = {"artifactLocation": artifact}
-        results.append(
-            {
-                "ruleId": row.case_id,
-                "level": SARIF_LEVELS.get(row.level, "note"),
-                "message": {
-                    "text": bounded(f"{row.target}: {what}: {row.message}", SARIF_MESSAGE_LIMIT)
-                },
-                "locations": [location],
-                "properties": {"target": row.target, "gating": gating, "outcome": row.outcome},
-            }
-        )
+        entry = _entry(baseline, row) if verdict is Verdict.EXPECTED else None
+        level = "error" if gating else SARIF_LEVELS.get(row.level, "note")
+        text = scrub(f"{row.target}: {what}: {row.message}")
+        result: dict[str, object] = {
+            "ruleId": row.case_id,
+            "level": "note" if entry is not None else level,
+            "message": {"text": bounded(text, SARIF_MESSAGE_LIMIT)},
+            "locations": [location],
+            "properties": {"target": scrub(row.target), "gating": gating, "outcome": row.outcome},
+        }
+        if entry is not None:
+            justification = f"baselined: {entry_words(entry)}"
+            result["suppressions"] = [{"kind": "external", "justification": justification}]
+        results.append(result)
     driver = {"name": TOOL, "version": version, "rules": list(rules.values())}
     bases = {BUNDLED_BASE: {"description": {"text": f"the vectors bundled with {TOOL} {version}"}}}
     return {
@@ -153,8 +245,15 @@ def sarif(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> dict[str
     }
 
 
-def sarif_json(rows: Judged, uris: Mapping[str, VectorUri], version: str) -> str:
-    return json.dumps(sarif(rows, uris, version), indent=2, ensure_ascii=False) + "\n"
+def sarif_json(
+    rows: Judged,
+    uris: Mapping[str, VectorUri],
+    version: str,
+    baseline: Baseline | None = None,
+    scrub: Scrub = str,
+) -> str:
+    document = sarif(rows, uris, version, baseline, scrub)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
 # Not "." "-" "+" "#": they act only at a line's start, and every line starts with our own text.
@@ -185,9 +284,11 @@ def _md_column(row: ResultRow, verdict: Verdict) -> str:
     return "flaky" if verdict is Verdict.FLAKY else row.outcome
 
 
-def summary_md(rows: Judged) -> str:
+def summary_md(rows: Judged, baseline: Baseline | None = None, scrub: Scrub = str) -> str:
     """Per target the must counts (MD_COLUMNS), the unexpected failures first, then stale
-    baseline entries, then flaky cases."""
+    baseline entries, flaky cases and baselined failures (each with its entry's class and
+    reason); last the gate's verdict and exit code."""
+    baseline = baseline or Baseline()
     lines = ["## nats-conformance", ""]
     if not rows:
         return "\n".join([*lines, "No case ran.", ""])
@@ -199,24 +300,43 @@ def summary_md(rows: Judged) -> str:
     for target, judged in judged_by_target.items():
         must = Counter(_md_column(row, v) for row, v in judged if row.level == GATING_LEVEL)
         cells = " | ".join(str(must[c]) for c in MD_COLUMNS)
-        lines.append(f"| {md_text(target)} | {md_text(judged[0][0].target_version)} | {cells} |")
+        name, version = md_text(scrub(target)), md_text(judged[0][0].target_version)
+        lines.append(f"| {name} | {version} | {cells} |")
     lines += ["", MD_LEGEND]
     for target, judged in judged_by_target.items():
         for verdict, title in (
             (Verdict.UNEXPECTED, "unexpected failures"),
             (Verdict.STALE, "stale baseline entries (they pass now)"),
             (Verdict.FLAKY, "flaky (not gating)"),
+            (Verdict.EXPECTED, "baselined (not gating)"),
         ):
             found = [row for row, v in judged if v is verdict]
             if not found:
                 continue
-            lines += ["", f"### {md_text(target)}: {len(found)} {title}", ""]
+            lines += ["", f"### {md_text(scrub(target))}: {len(found)} {title}", ""]
             lines += [
-                f"- {md_text(row.case_id)} ({row.outcome}): {md_text(row.message)}"
+                f"- {md_text(row.case_id)} ({row.outcome}): "
+                + (f"{entry_words(entry)}: " if (entry := _entry(baseline, row)) else "")
+                + md_text(scrub(row.message))
                 for row in found[:MD_SHOWN]
             ]
             if len(found) > MD_SHOWN:
                 lines.append(f"- and {len(found) - MD_SHOWN} more (every row is in the results)")
-    if not any(v in (Verdict.UNEXPECTED, Verdict.STALE) for _, v in rows):
-        lines += ["", "The gate passes: no unexpected failure, no stale baseline entry."]
-    return "\n".join([*lines, ""])
+    return "\n".join([*lines, "", gate_verdict(verdict for _, verdict in rows), ""])
+
+
+def gate_verdict(verdicts: Iterable[Verdict]) -> str:
+    """One sentence: whether the gate passes, its exit code, and what it counted."""
+    counted = Counter(verdicts)
+    said = [
+        f"{counted[v]} {words}"
+        for v, words in (
+            (Verdict.UNEXPECTED, "unexpected failures"),
+            (Verdict.STALE, "stale baseline entries"),
+            (Verdict.EXPECTED, "baselined failures (not gating)"),
+            (Verdict.FLAKY, "flaky (not gating)"),
+        )
+    ]
+    if gate_fails(counted):
+        return f"The gate fails (exit 1): {', '.join(said)}."
+    return f"The gate passes (exit 0): {', '.join(said)}."

@@ -21,6 +21,7 @@ from nats_conformance.harness.gate import (
     Verdict,
     cited_statement,
     gate_fails,
+    update_lines,
 )
 from nats_conformance.harness.results import (
     LEVELS,
@@ -38,6 +39,7 @@ from nats_conformance.harness.selection import (
     of_case,
     select_cases,
     select_checks,
+    streaming_server_candidates,
 )
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
@@ -122,6 +124,10 @@ def _run(args: argparse.Namespace) -> int:
     if missing:
         print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
         return 2
+    if args.results and args.results.exists() and not args.append and not args.dry_run:
+        print(f"nats-conformance: {args.results} exists: give another --results FILE, or "
+              "--append to add this run's rows to it", file=sys.stderr)  # fmt: skip
+        return 2
     try:
         clients.extend_registry(args.drivers_dir)
         if not args.server and not args.client:  # the main job: every default target available
@@ -149,7 +155,11 @@ def _run(args: argparse.Namespace) -> int:
     runs = bool(parsed and cases) or bool(stan_specs)  # a streaming server's checks all run
     runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
     if selection.active and not runs:
-        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, every_check))]
+        from nats_conformance.harness.clients.streaming import SERVER_CHECKS
+
+        bundled_checks = _bundled_checks() if not args.vectors else []
+        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, bundled_checks)),
+                      *streaming_server_candidates(SERVER_CHECKS)]  # fmt: skip
         why = empty_selection_error(selection, candidates)
         print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
         return 2
@@ -214,11 +224,14 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"nats-conformance: {exc}", file=sys.stderr)
                 return 2
     progress.finish()
-    print(summary(rows))
-    _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx)
+    if not args.baseline_update:  # an update's failures are what it writes: it says that below
+        print(summary(rows))
+    _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx, baseline)
     if args.baseline_update:
-        baseline.updated(read_rows(results_path), cited_statement(loaded.cases)).save(args.baseline)
-        print(f"baseline written: {args.baseline}")
+        updated = baseline.updated(read_rows(results_path), cited_statement(loaded.cases))
+        updated.save(args.baseline)
+        print(f"baseline written: {args.baseline} (from {results_path})")
+        print("\n".join(update_lines(baseline, updated)))
         return _invalid_vectors(loaded.problems)
     print(f"results: {results_path}")
     code = max(
@@ -262,16 +275,18 @@ def _write_ci_outputs(
     files: dict[str, str],
     paths: list[Path],
     ctx: RunContext,
+    baseline: Baseline,
 ) -> None:
-    """The JUnit, SARIF and Markdown files asked for, each from the rows and their verdicts."""
+    """The JUnit, SARIF and Markdown files asked for, each from the rows, their verdicts and the
+    baseline's entries, without this machine's paths."""
     from nats_conformance.harness import ci_outputs
 
+    scrub = ci_outputs.local_paths(paths)
+    uris = ci_outputs.vector_uris(files, paths)
     outputs = {
-        args.junit: lambda: ci_outputs.junit_xml(rows),
-        args.sarif: lambda: ci_outputs.sarif_json(
-            rows, ci_outputs.vector_uris(files, paths), ctx.suite_version
-        ),
-        args.summary_md: lambda: ci_outputs.summary_md(rows),
+        args.junit: lambda: ci_outputs.junit_xml(rows, baseline, scrub),
+        args.sarif: lambda: ci_outputs.sarif_json(rows, uris, ctx.suite_version, baseline, scrub),
+        args.summary_md: lambda: ci_outputs.summary_md(rows, baseline, scrub),
     }
     for path, render in outputs.items():
         if path is not None:
@@ -722,7 +737,19 @@ def build_parser() -> argparse.ArgumentParser:
         "client:java-nats-streaming (NATS Streaming); see `nats-conformance targets`",
     )
     _drivers_dir_option(run)
-    run.add_argument("--results", type=Path, metavar="FILE", help="JSON-lines results file")
+    run.add_argument(
+        "--results",
+        type=Path,
+        metavar="FILE",
+        help="JSON-lines results file (default out/results-RUN.jsonl); one that exists is an error "
+        "unless --append",
+    )
+    run.add_argument(
+        "--append",
+        action="store_true",
+        help="add this run's rows to an existing --results FILE (a baseline update then classes "
+        "each case by every run in it: one that failed only sometimes is flaky)",
+    )
     run.add_argument(
         "--baseline",
         type=Path,
@@ -784,8 +811,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=SHIPPED_BASELINE,
         metavar="FILE",
-        help="the baseline whose entries' upstream bug reports the report shows beside the "
-        "failures (default: the shipped one)",
+        help="the baseline the report judges each target's latest run by, as the gate does (the "
+        "exit code, what gates, what is baselined or flaky), and whose entries' upstream bug "
+        "reports it shows beside the failures (default: the shipped one)",
     )
     _report_options(report)
     report.set_defaults(func=_report)

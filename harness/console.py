@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from nats_conformance.harness.gate import Verdict
+from nats_conformance.harness.gate import Verdict, attempts_made
 from nats_conformance.harness.results import LEVELS, OUTCOMES, ResultRow
 
 # Gating problems the closing summary lists one by one (each message is bounded already).
@@ -100,6 +100,13 @@ class Progress:
             self.stream.flush()
 
 
+def _said(row: ResultRow, verdict: Verdict) -> str:
+    """How a listed row is introduced; an unexpected failure says whether it was run again (its
+    message then starts with how many attempts failed: gate.failed_message)."""
+    once = verdict is Verdict.UNEXPECTED and attempts_made(row.message) == 1
+    return _SAID[verdict] + (" (not run again)" if once else "")
+
+
 def summary(results: Iterable[tuple[ResultRow, Verdict]]) -> str:
     """A table per target and level, then every gating problem and every flaky case (a
     failure that passed when run again: not gating, but never hidden) with its message."""
@@ -133,7 +140,7 @@ def summary(results: Iterable[tuple[ResultRow, Verdict]]) -> str:
 
 def _listed(found: list[tuple[ResultRow, Verdict]]) -> list[str]:
     lines = [
-        f"{_SAID[verdict]}: {row.target}: {row.case_id}: {row.outcome}: {row.message}"
+        f"{_said(row, verdict)}: {row.target}: {row.case_id}: {row.outcome}: {row.message}"
         for row, verdict in found[:SHOWN_PROBLEMS]
     ]
     if len(found) > SHOWN_PROBLEMS:

@@ -31,6 +31,8 @@ format-1 files (keyed by target spec) still load, their entries classed as their
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -185,6 +187,53 @@ class Baseline:
     def save(self, path: Path) -> None:
         """Write the baseline: one line per entry, sorted, so a diff shows what changed."""
         path.write_text(_dumps(self.expected), encoding="utf-8")
+
+
+def entry_words(entry: Entry) -> str:
+    """A baseline entry as words: its class, its reason and what the class names."""
+    named = entry.get("statement") or entry.get("upstream")
+    return f"{entry['class']} ({entry['reason']}" + (f", {named})" if named else ")")
+
+
+SHOWN_CHANGES = 50  # entries an update lists one by one per implementation and version
+
+
+def update_lines(old: Baseline, new: Baseline) -> list[str]:
+    """What a baseline update wrote, per implementation and version: how many entries it added,
+    removed, changed (another class, reason or citation) and kept, each by class (the new one,
+    the old one for a removed entry); then each added, removed and changed entry."""
+    lines = []
+    keys = sorted({(i, v) for b in (old, new) for i, vs in b.expected.items() for v in vs})
+    for impl, version in keys:
+        before = old.expected.get(impl, {}).get(version, {})
+        after = new.expected.get(impl, {}).get(version, {})
+        added = sorted(set(after) - set(before))
+        removed = sorted(set(before) - set(after))
+        changed = sorted(c for c in set(after) & set(before) if after[c] != before[c])
+        kept = sorted(c for c in set(after) & set(before) if after[c] == before[c])
+        counts = ", ".join(
+            f"{kind} {len(ids)}{_by_class([side[c] for c in ids])}"
+            for kind, ids, side in (
+                ("added", added, after),
+                ("removed", removed, before),
+                ("changed", changed, after),
+                ("kept", kept, after),
+            )
+        )
+        listed = [
+            *(f"+ {c}: {entry_words(after[c])}" for c in added),
+            *(f"- {c}: {entry_words(before[c])}" for c in removed),
+            *(f"~ {c}: {entry_words(before[c])} -> {entry_words(after[c])}" for c in changed),
+        ]
+        lines += [f"{impl} {version}: {counts}", *(f"  {x}" for x in listed[:SHOWN_CHANGES])]
+        if len(listed) > SHOWN_CHANGES:
+            lines.append(f"  ... and {len(listed) - SHOWN_CHANGES} more (the file has them all)")
+    return lines or ["no entries"]
+
+
+def _by_class(entries: list[Entry]) -> str:
+    counted = Counter(entry["class"] for entry in entries)
+    return f" ({', '.join(f'{c} {counted[c]}' for c in CLASSES if counted[c])})" if counted else ""
 
 
 def _dumps(expected: Entries) -> str:
@@ -370,6 +419,23 @@ def flaky_message(failures: list[str], last: str) -> str:
     )
 
 
+# The start of the row message of a gating failure that failed every time it was run again.
+_FAILED_EVERY = re.compile(r"failed (\d+) of \1 attempts; last: ")
+
+
+def failed_message(count: int, last: str) -> str:
+    """The row message of a case that failed on each of its ``count`` attempts (reruns were
+    tried): the count, then the last attempt's message."""
+    return f"failed {count} of {count} attempts; last: {last}"
+
+
+def attempts_made(message: str) -> int:
+    """How many times a failing row's case ran: the count its message starts with when it was
+    run again (failed_message), else 1."""
+    found = _FAILED_EVERY.match(message)
+    return int(found.group(1)) if found else 1
+
+
 class Attempt(Protocol):
     """A result a case can be run again for: a dataclass with an outcome and a message."""
 
@@ -385,13 +451,18 @@ def attempts(
 ) -> tuple[A, bool]:
     """``first``, and while the case fails (unless ``stop`` says running it again is pointless)
     ``again()``, up to ``reruns`` more times: the last result, and whether it passed after
-    failing (flaky; its message then names each failed attempt, see flaky_message)."""
+    failing (flaky; its message then names each failed attempt, see flaky_message). One that
+    failed every time it ran says how often (failed_message): "not run again" and "run again,
+    failed again" read differently."""
     result, failures = first, []
     while result.outcome in FAILING and len(failures) < reruns and not stop(result):
         failures.append(f"{result.outcome}: {result.message}")
         result = again()
     if failures and result.outcome == "pass":
         return replace(result, message=flaky_message(failures, result.message)), True  # type: ignore[type-var]
+    if failures and result.outcome in FAILING:
+        message = failed_message(len(failures) + 1, result.message)
+        return replace(result, message=message), False  # type: ignore[type-var]
     return result, False
 
 

@@ -3,11 +3,17 @@
 The same filters apply to every kind of case (server vectors, client-role vectors, interop and
 streaming vectors, the fake-server client checks), so a selection means one thing everywhere.
 A filter that matches nothing is a usage error: a CI job must not pass because it ran nothing.
+
+``--case`` takes every id a run prints, not only case ids: a row id ``<case id>@<path>`` (a
+client row, a streaming client row) selects its case (every row of it runs: the rows of a case
+share a session); the id of a fake-server check's row selects its check; the row a NATS
+Streaming library gives a ``streaming.client`` case on a streaming server target
+(``streaming.server.<library>.<rest>``) selects that case. Case ids never hold ``@``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
@@ -16,6 +22,7 @@ from nats_conformance.conformance import vectors
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
     from nats_conformance.harness.clients.checks import RegisteredCheck
+    from nats_conformance.harness.clients.streaming import ServerCheck
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,15 @@ class Candidate:
     group: str
     level: str
     roles: tuple[str, ...]
+    # Globs of the other ids this case's rows are printed with (besides ``<id>@<path>``).
+    rows: tuple[str, ...] = ()
+
+    def named_by(self, glob: str) -> bool:
+        """Whether ``--case GLOB`` names this case: by its id, by a row id ``<id>@<path>`` (the
+        part before ``@``), or by one of its other row ids (a printed id or a glob of them)."""
+        return fnmatchcase(self.id, glob.partition("@")[0]) or any(
+            fnmatchcase(row, glob) or fnmatchcase(glob, row) for row in self.rows
+        )
 
 
 @dataclass(frozen=True)
@@ -44,7 +60,7 @@ class Selection:
 
     def matches(self, c: Candidate) -> bool:
         return (
-            (not self.cases or any(fnmatchcase(c.id, glob) for glob in self.cases))
+            (not self.cases or any(c.named_by(glob) for glob in self.cases))
             and (not self.groups or c.group in self.groups)
             and (not self.levels or c.level in self.levels)
             and (not self.roles or any(role in self.roles for role in c.roles))
@@ -53,7 +69,7 @@ class Selection:
     def unmatched(self, candidates: Sequence[Candidate]) -> list[str]:
         """Each filter (``--case GLOB``, ...) that matches none of ``candidates`` on its own."""
         filters: list[tuple[str, tuple[str, ...], Callable[[Candidate, str], bool]]] = [
-            ("--case", self.cases, lambda c, glob: fnmatchcase(c.id, glob)),
+            ("--case", self.cases, Candidate.named_by),
             ("--group", self.groups, lambda c, group: c.group == group),
             ("--level", self.levels, lambda c, level: c.level == level),
             ("--role", self.roles, lambda c, role: role in c.roles),
@@ -66,8 +82,14 @@ class Selection:
         ]
 
 
+STREAMING_CLIENT_KIND = "streaming.client"
+
+
 def of_case(case: vectors.Case) -> Candidate:
-    return Candidate(case.id, case.group, case.level, tuple(case.roles))
+    rows: tuple[str, ...] = ()
+    if case.kind == STREAMING_CLIENT_KIND:  # harness.clients.streaming.client_case_id's rows
+        rows = (f"streaming.server.*.{case.id.removeprefix('streaming.client.')}",)
+    return Candidate(case.id, case.group, case.level, tuple(case.roles), rows)
 
 
 def select_cases(selection: Selection, cases: Iterable[vectors.Case]) -> list[vectors.Case]:
@@ -86,6 +108,12 @@ def check_candidates(check: RegisteredCheck) -> list[Candidate]:
 def select_checks(selection: Selection, checks: Iterable[RegisteredCheck]) -> list[RegisteredCheck]:
     """The checks with a selected row; such a check runs whole (its rows share one session)."""
     return [c for c in checks if any(selection.matches(x) for x in check_candidates(c))]
+
+
+def streaming_server_candidates(checks: Mapping[str, ServerCheck]) -> list[Candidate]:
+    """The rows of a streaming server target's checks (``streaming.SERVER_CHECKS``), as
+    candidates: they run in one session, whole, whenever such a target runs."""
+    return [Candidate(i, "streaming.server", c.level, ("server",)) for i, c in checks.items()]
 
 
 def empty_selection_error(selection: Selection, candidates: Iterable[Candidate]) -> str:

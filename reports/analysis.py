@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from nats_conformance.harness.gate import FAILING
+from nats_conformance.harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL
 from nats_conformance.harness.implementations import implementation
 from nats_conformance.harness.results import LEVELS, OUTCOMES
 from nats_conformance.reports import coverage, strips
@@ -24,6 +24,7 @@ from nats_conformance.reports.model import (
     FirstFailure,
     Flaky,
     FlakyChange,
+    GateRow,
     Observed,
     Observer,
     Point,
@@ -154,6 +155,23 @@ def _ranked(rows: DataFrame, order: list[Column], limit: int) -> DataFrame:
     return rows.withColumn("_n", F.row_number().over(window)).where(F.col("_n") <= limit)
 
 
+def _gate_rows(latest: DataFrame, listed: Iterable[str]) -> list[GateRow]:
+    """The rows of the latest runs the gate looks at (model.GateRow): few, whatever the runs."""
+    from pyspark.sql import functions as F
+
+    gating = (F.col("level") == GATING_LEVEL) | (F.col("category") == ROBUSTNESS)
+    passed = F.col("outcome") == "pass"
+    retried = passed & F.col("message").startswith(FLAKY_MARK)
+    ids = sorted(set(listed))
+    # A stale entry, or a flaky one that passed: the baseline tells which.
+    stale = passed & (F.col("case_id").isin(*ids) if ids else F.lit(False))
+    looked_at = F.col("outcome").isin(*FAILING) | retried | stale
+    columns = ("target", "target_version", "target_kind", "case_id", "group", "level", "category",
+               "outcome")  # fmt: skip
+    found = latest.where(gating & looked_at).select(*columns, retried.alias("retried"))
+    return [GateRow(*r) for r in found.orderBy("target", "case_id").collect()]
+
+
 def _level_rank() -> Column:
     from pyspark.sql import functions as F
 
@@ -163,12 +181,15 @@ def _level_rank() -> Column:
     return rank
 
 
-def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Report:
+def analyse(
+    spark: SparkSession, history: DataFrame, summaries: Summaries, listed: Iterable[str] = ()
+) -> Report:
     """The report on ``history`` (the store's rows) and its ``summaries``: runs, flaky cases and
     version series come from the summaries; the rest reads only the partitions of the runs it
     needs (each target's latest, previous and recent runs). A difference at a version whose
     runs disagree on the case is no change (against the previous run or between versions): it
-    is reported with the flaky cases."""
+    is reported with the flaky cases. ``listed``: the case ids a baseline lists, whose passes
+    the gate looks at (``gate_rows``)."""
     from pyspark.sql import functions as F
 
     runs, dates = _runs(summaries.runs)
@@ -261,6 +282,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
             changes[r.target].append(
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
+    gate_rows = _gate_rows(latest_rows, listed)
     latest_rows.unpersist()
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
@@ -313,6 +335,7 @@ def analyse(spark: SparkSession, history: DataFrame, summaries: Summaries) -> Re
         coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
         strips=version_strips,
         behaviour=behaviour(observations, latest, version_order),
+        gate_rows=gate_rows,
     )
 
 

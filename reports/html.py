@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
 from nats_conformance.conformance.verdicts import ROBUSTNESS, level_rank
 from nats_conformance.harness.results import LEVELS, OUTCOMES
+from nats_conformance.reports import gate
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
     Counts,
@@ -518,6 +519,62 @@ def invalid_rows(report: Report) -> str:
     return section("Invalid rows", body, id="invalid", class_="alert")
 
 
+GATE_SHOWN = 500  # rows per verdict the gate section lists (the counts are exact)
+# How the gate section says each verdict (harness.gate.Verdict values).
+GATE_SAID = {
+    "unexpected": "gates: not in the baseline",
+    "stale": "gates: the baseline lists it, but it passes (the baseline is stale)",
+    "expected": "baselined",
+    "flaky": "flaky: passed after failing when run again, or a pass of a case the baseline "
+    "marks flaky",
+}
+
+
+def gate_section(report: Report) -> str:
+    """The gate over each target's latest run under the baseline the report was given: the exit
+    code it gives, then what gates, what the baseline lists (with the entry's class) and what is
+    flaky, case by case: the exit code is explained here, not only on a console."""
+    counted = {verdict: [g for g in report.gate if g.verdict == verdict] for verdict in GATE_SAID}
+    code = gate.exit_code(report.gate)
+    classes = Counter(g.entry_class for g in counted["expected"])
+    said = (
+        f"The gate gives exit {code} for the latest run of each target: "
+        f"{len(counted['unexpected'])} unexpected failure(s) and {len(counted['stale'])} stale "
+        f"baseline entr{'y' if len(counted['stale']) == 1 else 'ies'} gate; "
+        f"{len(counted['expected'])} baselined failure(s)"
+        + (f" ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})" if classes else "")
+        + f" and {len(counted['flaky'])} flaky case(s) do not. Only a must case, or a crash or "
+        "hang on any case, can gate."
+    )
+    tables = ""
+    for verdict, what in GATE_SAID.items():
+        found = counted[verdict]
+        if not found:
+            continue
+        body = [
+            row(
+                breakable(g.row.target),
+                tag("code", esc(g.row.case_id)),
+                esc(g.row.level),
+                badge(g.row.outcome),
+                esc(g.entry or what),
+            )
+            for g in found[:GATE_SHOWN]
+        ]
+        rows = table(("target", "case", "level", "outcome", "why"), body, class_="small")
+        title = esc(f"{what}: " + shown_of(len(body), len(found), "case"))
+        opened = "" if verdict in ("unexpected", "stale") else None  # what gates shows open
+        tables += tag(
+            "details", tag("summary", title) + tag("div", rows, class_="scroll"), open=opened
+        )
+    return section(
+        f"The gate: exit {code}",
+        tag("p", esc(said)) + tables,
+        id="gate",
+        class_="alert" if code else None,
+    )
+
+
 def header(report: Report) -> str:
     stats = (
         ("targets", len(report.targets)),
@@ -532,6 +589,7 @@ def header(report: Report) -> str:
     nav = " · ".join(
         tag("a", esc(text), href=f"#{anchor}")
         for anchor, text in (
+            ("gate", "The gate"),
             ("what-fails", "What fails"),
             ("robustness", "Robustness"),
             ("matrix", "Matrix"),
@@ -824,6 +882,7 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
     impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
     main = (
         invalid_rows(report)
+        + gate_section(report)
         + section(
             "What fails",
             muted(

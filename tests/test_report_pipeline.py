@@ -379,6 +379,38 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
     assert "Q &lt;b&gt;" in pages
 
 
+def test_the_report_judges_each_targets_latest_run_by_the_baseline(
+    spark: Any, tmp_path: Path
+) -> None:
+    """What the command's gate said of the latest run, the report says: baselined failures with
+    their class, a retried pass as flaky, the exit code; an earlier run's failure is history."""
+    old, new = {"run_id": "run-1", "time": "2026-11-01T00:00:00Z"}, {"run_id": "run-2"}
+    new["time"] = "2026-11-02T00:00:00Z"
+    retried = "flaky: passed on attempt 2 after attempt 1: fail: no PONG; then: "
+    rows = [
+        result_row(case_id="c.fixed", outcome="fail", **old),
+        result_row(case_id="c.fixed", **new),
+        result_row(case_id="c.known", outcome="fail", **new),
+        result_row(case_id="c.retried", message=retried, **new),
+        result_row(case_id="c.should", outcome="fail", level="should", **new),
+    ]
+    baseline = tmp_path / "baseline.json"
+    known = {"class": "upstream-bug", "reason": "fail", "upstream": "https://example.org/1"}
+    Baseline({"nats-server": {"2.15.1": {"c.known": known}}}).save(baseline)
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows),
+                      baseline=baseline)  # fmt: skip
+    said = [(g.row.case_id, g.verdict, g.entry_class) for g in report.gate]
+    assert said == [("c.known", "expected", "upstream-bug"), ("c.retried", "flaky", "")]
+    index = (tmp_path / "report" / "index.html").read_text()
+    assert "The gate: exit 0" in index and "(upstream-bug 1)" in index
+
+    Baseline().save(baseline)  # the same runs under an empty baseline: c.known gates
+    report, _ = build(spark, tmp_path, tmp_path / "r.jsonl", baseline=baseline)
+    said = [(g.row.case_id, g.verdict) for g in report.gate]
+    assert said == [("c.known", "unexpected"), ("c.retried", "flaky")]
+    assert "The gate: exit 1" in (tmp_path / "report" / "index.html").read_text()
+
+
 def test_missing_input_is_refused(spark: Any, tmp_path: Path) -> None:
     from nats_conformance.reports.ingest import ResultsInputError
 
