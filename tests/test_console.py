@@ -5,12 +5,17 @@ from __future__ import annotations
 import io
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from nats_conformance.conformance.vectors import BUNDLED_DIR
+from nats_conformance.harness.cli import main
 from nats_conformance.harness.console import FLAKY_MEANS, Progress, summary, verdict
 from nats_conformance.harness.gate import Verdict
 from nats_conformance.harness.results import ResultRow
+
+SMALL_VECTORS = BUNDLED_DIR / "protocol-keepalive.json"
 
 
 def _row(case_id: str, outcome: str, message: str = "", level: str = "must") -> ResultRow:
@@ -187,3 +192,13 @@ def test_the_verdict_names_the_gating_rows_the_reruns_and_the_exit_code() -> Non
     assert passed[0].startswith("rerun: none")
     assert passed[-1].startswith("verdict: exit 0: passed")
     assert verdict([], 3, reruns=1).splitlines()[-1].startswith("verdict: exit 3: no report")
+
+
+def test_without_the_documents_vectors_check_says_where_to_put_them_as_a_note(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "spec"
+    assert main(["vectors", "check", str(SMALL_VECTORS), "--spec", str(missing)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith(f"note: quotes not compared with the documents' words: {missing} ")
+    assert "put the specification documents there or name their directory with --spec" in first
