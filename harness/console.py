@@ -263,8 +263,8 @@ def verdict(results: Iterable[tuple[ResultRow, Verdict]], code: int, reruns: int
         verdict is Verdict.FLAKY and row.message.startswith(FLAKY_MARK) for row, verdict in judged
     )
     lines = [
-        f"rerun: every failing gating row ran up to {reruns} more time(s): {rerun_passed} passed "
-        f"on a rerun (flaky), {said[Verdict.UNEXPECTED]} failed every time"
+        f"rerun: each gating failure beyond the baseline ran up to {reruns} more time(s): "
+        f"{rerun_passed} passed on a rerun (flaky), {said[Verdict.UNEXPECTED]} still fail"
         if reruns
         else "rerun: none (--rerun-failures 0): a failure is judged on its first attempt"
     ]

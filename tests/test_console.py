@@ -180,8 +180,8 @@ def test_the_summary_is_one_line_per_target_unless_full() -> None:
 def test_the_verdict_names_the_gating_rows_the_reruns_and_the_exit_code() -> None:
     lines = verdict(_judged(), 1, reruns=1).splitlines()
     assert lines == [
-        "rerun: every failing gating row ran up to 1 more time(s): 1 passed on a rerun (flaky), "
-        "1 failed every time",
+        "rerun: each gating failure beyond the baseline ran up to 1 more time(s): 1 passed on a "
+        "rerun (flaky), 1 still fail",
         "gating: srv: a.new: unexpected failure",
         "gating: srv: a.stale: baseline is stale (passes)",
         "verdict: exit 1: failed: must or robustness rows beyond the baseline (gating, above); "
