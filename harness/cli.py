@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nats_conformance.conformance import levels, requirements, vectors
-from nats_conformance.harness.console import Progress, summary, verdict
+from nats_conformance.harness.console import Progress, summary, verdict_lines
 from nats_conformance.harness.gate import (
     SHIPPED_BASELINE,
     Baseline,
@@ -234,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
             baseline=args.baseline or SHIPPED_BASELINE, full=args.full, progress=progress,
         )  # fmt: skip
         code = max(code, written)
-    print(verdict(rows, code, args.rerun_failures))  # last: what the exit code says
+    print(verdict_lines(rows, code, args.rerun_failures))  # last: what the exit code says
     return code
 
 

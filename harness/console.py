@@ -254,7 +254,7 @@ def summary(results: Iterable[tuple[ResultRow, Verdict]], *, full: bool = False)
     return "\n".join(lines)
 
 
-def verdict(results: Iterable[tuple[ResultRow, Verdict]], code: int, reruns: int) -> str:
+def verdict_lines(results: Iterable[tuple[ResultRow, Verdict]], code: int, reruns: int) -> str:
     """The lines that close a run, the last thing it prints: what was run again and how that
     ended, the gating rows by name, and the exit code with what it means."""
     judged = list(results)

@@ -11,7 +11,7 @@ import pytest
 
 from nats_conformance.conformance.vectors import BUNDLED_DIR
 from nats_conformance.harness.cli import main
-from nats_conformance.harness.console import FLAKY_MEANS, Progress, summary, verdict
+from nats_conformance.harness.console import FLAKY_MEANS, Progress, summary, verdict_lines
 from nats_conformance.harness.gate import Verdict
 from nats_conformance.harness.results import ResultRow
 
@@ -178,7 +178,7 @@ def test_the_summary_is_one_line_per_target_unless_full() -> None:
 
 
 def test_the_verdict_names_the_gating_rows_the_reruns_and_the_exit_code() -> None:
-    lines = verdict(_judged(), 1, reruns=1).splitlines()
+    lines = verdict_lines(_judged(), 1, reruns=1).splitlines()
     assert lines == [
         "rerun: each gating failure beyond the baseline ran up to 1 more time(s): 1 passed on a "
         "rerun (flaky), 1 still fail",
@@ -188,10 +188,10 @@ def test_the_verdict_names_the_gating_rows_the_reruns_and_the_exit_code() -> Non
         "2 gating rows (1 unexpected failures, 1 stale baseline entries), 1 baselined failures, "
         "2 flaky",
     ]
-    passed = verdict([(_row("a", "pass"), Verdict.OK)], 0, reruns=0).splitlines()
+    passed = verdict_lines([(_row("a", "pass"), Verdict.OK)], 0, reruns=0).splitlines()
     assert passed[0].startswith("rerun: none")
     assert passed[-1].startswith("verdict: exit 0: passed")
-    assert verdict([], 3, reruns=1).splitlines()[-1].startswith("verdict: exit 3: no report")
+    assert verdict_lines([], 3, reruns=1).splitlines()[-1].startswith("verdict: exit 3: no report")
 
 
 def test_without_the_documents_vectors_check_says_where_to_put_them_as_a_note(
