@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nats_conformance.conformance import levels, requirements, vectors
-from nats_conformance.harness.console import Progress, summary
+from nats_conformance.harness.console import Progress, summary, verdict_lines
 from nats_conformance.harness.gate import (
     SHIPPED_BASELINE,
     Baseline,
@@ -63,7 +63,11 @@ def _check(args: argparse.Namespace) -> int:
     problems = [*loaded.problems, *level_file]
     documents = _documents(args.spec)
     if documents is None:
-        print("quotes not checked: no specification directory (give --spec DIR)")
+        print(
+            f"note: quotes not compared with the documents' words: {args.spec or DEFAULT_SPEC} "
+            "is not a directory; put the specification documents there or name their "
+            "directory with --spec DIR (the schema, reference and citations are checked)"
+        )
     passed: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     for case in loaded.cases:
@@ -225,7 +229,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
     progress.finish()
     if not args.baseline_update:  # an update's failures are what it writes: it says that below
-        print(summary(rows))
+        print(summary(rows, full=args.full_summary))
     _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx, baseline)
     if args.baseline_update:
         updated = baseline.updated(read_rows(results_path), cited_statement(loaded.cases))
@@ -237,11 +241,14 @@ def _run(args: argparse.Namespace) -> int:
     code = max(
         1 if gate_fails(verdict for _, verdict in rows) else 0, _invalid_vectors(loaded.problems)
     )
-    if args.no_report:
-        return code
-    return max(code, _write_report([results_path], args.report, args.history, args.spark_master,
-                                   baseline=args.baseline or SHIPPED_BASELINE,
-                                   full=args.full))  # fmt: skip
+    if not args.no_report:
+        written = _write_report(
+            [results_path], args.report, args.history, args.spark_master,
+            baseline=args.baseline or SHIPPED_BASELINE, full=args.full, progress=progress,
+        )  # fmt: skip
+        code = max(code, written)
+    print(verdict_lines(rows, code, args.rerun_failures))  # last: what the exit code says
+    return code
 
 
 def _selection(args: argparse.Namespace) -> Selection:
@@ -378,16 +385,19 @@ def _write_report(
     full: bool = False,
     fail_on_regression: bool = False,
     baseline: Path = SHIPPED_BASELINE,
+    progress: Progress | None = None,
 ) -> int:
-    """Build the report; 0 when fine, 1 for invalid rows (or regressions, when they fail), 3 when
-    no report could be written (no Spark, unreadable input, unwritable output or history, any
-    failure of the job): the results files are never changed, so the report can be run again."""
+    """Build the report (with ``progress``'s heartbeat: Spark takes minutes); 0 when fine, 1 for
+    invalid rows (or regressions, when they fail), 3 when no report could be written (no Spark,
+    unreadable input, unwritable output or history, any failure of the job): the results files
+    are never changed, so the report can be run again."""
     from nats_conformance.reports import pipeline
 
     try:
-        report, problems = pipeline.build(
-            paths, out, store=history, master=master, baseline=baseline, full=full
-        )
+        with (progress or Progress(0)).timed("report (Spark)"):
+            report, problems = pipeline.build(
+                paths, out, store=history, master=master, baseline=baseline, full=full
+            )
     except Exception as exc:  # every failure of the job means the same: no report, exit 3
         print(f"nats-conformance: no report: {failure_reason(exc)}", file=sys.stderr)
         return 3
@@ -783,6 +793,11 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"write the report of this run here (default {DEFAULT_REPORT})",
     )
     run.add_argument("--no-report", action="store_true", help="write no report")
+    run.add_argument(
+        "--full-summary",
+        action="store_true",
+        help="the closing table per target and level (by default one line per target)",
+    )
     _selection_options(run)
     run.add_argument("--junit", type=Path, metavar="FILE", help="write JUnit XML here")
     run.add_argument(

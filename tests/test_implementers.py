@@ -17,6 +17,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from source_tree import suite_source
+
 from nats_conformance.conformance.vectors import bundled_cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,15 +171,6 @@ def nats_py_checkout(directory: Path) -> Path:
         '[tool.setuptools.packages.find]\ninclude = ["nats*"]\n'
     )
     return directory
-
-
-def suite_source(directory: Path) -> Path:
-    """This working tree without its virtualenv, build outputs and published results."""
-    ignore = shutil.ignore_patterns(
-        ".git", ".venv", "build", "out", "*.egg-info", "__pycache__", ".*_cache", "results",
-        "published", "tests", "bench",
-    )  # fmt: skip
-    return Path(shutil.copytree(ROOT, directory, ignore=ignore))
 
 
 def test_the_client_workflow_starts_a_baseline_then_gates_a_pull_request(tmp_path: Path) -> None:

@@ -2,22 +2,19 @@
 ``nats_conformance/`` and its metadata, and a user's project with its own ``harness``,
 ``reports``, ``conformance`` or ``vectors`` package keeps working with the plugin loaded."""
 
-import shutil
 import subprocess
 import sys
 import tomllib
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from source_tree import ROOT, suite_source
+
 GENERIC = ("harness", "reports", "conformance", "vectors")
 
 
 def test_the_wheel_installs_only_names_of_its_own(tmp_path: Path) -> None:
-    source = shutil.copytree(ROOT, tmp_path / "source", ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "out", "*.egg-info", "__pycache__", ".*_cache", "published",
-        "results", "tests", "bench",
-    ))  # fmt: skip
+    source = suite_source(tmp_path / "source")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
          str(tmp_path / "dist"), str(source)],
