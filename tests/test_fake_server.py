@@ -429,12 +429,6 @@ class BrokenClient:
     def driver(self) -> DriverProcess:
         raise DriverError("driver broken (pid 0) crashed")
 
-    def given_up(self) -> None:
-        return None
-
-    def note_hang(self, command: str) -> None:
-        pass
-
     def close(self) -> None:
         pass
 
