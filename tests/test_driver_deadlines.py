@@ -281,6 +281,7 @@ def test_every_command_has_a_documented_deadline() -> None:
     assert deadline("connect", {"options": {"timeout_ms": 1000}}) == 1 + HANG_AFTER
     assert deadline("connect", {"options": {}}) == 5 + HANG_AFTER  # the default it documents
     assert deadline("no-such-command", {}) == DEFAULT_DEADLINE
+    assert deadline("exit", {}) == driver_module.EXIT_GRACE  # what close() gives it
 
 
 def test_the_guide_names_every_deadline_the_schema_gives() -> None:
@@ -371,3 +372,16 @@ def test_a_client_without_headers_is_sent_no_header_bearing_message(fake: Any) -
         assert "did not enable headers" in got[case_id].message
     for case_id in ("client.msg.delivery", "protocol.hmsg.parse.headers-not-enabled-msg@receive"):
         assert got[case_id].outcome == "pass", (case_id, got[case_id].message)
+
+
+def test_the_guide_and_the_schema_name_every_production_the_suite_asks() -> None:
+    asked = {
+        case.data["input"]["production"]
+        for case in client_vectors.client_cases(vectors.bundled_cases())
+        if case.kind == "name.validate"
+    }
+    request = driver_module.protocol_schema()["$defs"]["commands"]["validate_name"]["request"]
+    assert set(request["properties"]["production"]["examples"]) == asked
+    guide = (driver_module.SCHEMA_PATH.parent / "README.md").read_text()
+    for production in asked:
+        assert f"| `{production}` |" in guide, production

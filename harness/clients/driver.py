@@ -51,7 +51,7 @@ TRANSCRIPT_LIMIT = 20_000  # lines a transcript keeps; later ones are counted, n
 TRANSCRIPT_KEPT = 4096  # characters of one line a transcript keeps
 TEXT_SHOWN = 300  # characters of one line Transcript.text() shows
 EXCHANGED_LINES = 8  # lines of the transcript a DriverError keeps: the last lines exchanged
-EXIT_GRACE = 2.0  # seconds a driver has to exit after `exit` and EOF, before SIGTERM
+EXIT_GRACE = 2.0  # seconds a driver has to exit after `exit` and EOF, before SIGTERM (schema)
 CLOSE_WRITE_TIMEOUT = 1.0  # seconds close() spends sending `exit`
 READER_JOIN = 2.0  # seconds close() waits for the reader threads after the process is gone
 # Seconds to answer a command the schema gives no deadline (one it does not name, sent to see
