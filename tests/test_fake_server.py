@@ -4,6 +4,7 @@ HPUB header rows) against real drivers."""
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import socket
 import threading
@@ -26,6 +27,7 @@ from nats_conformance.harness.clients.fake_server import (
     PADDING_FIELD,
     FakeConnection,
     FakeServer,
+    HeadersNotEnabled,
     encode,
     err_op,
     hmsg_op,
@@ -280,7 +282,7 @@ def test_reactions_see_every_event_and_may_answer() -> None:
 
     with FakeServer(reactions=[answer]) as s:
         raw = RawClient(s.port)
-        _connected(s, raw)
+        _connected(s, raw, '{"verbose":false,"headers":true}')
         raw.send(b"SUB _INBOX.x.* 9\r\nPUB svc _INBOX.x.1 0\r\n\r\n")
         got = raw.read(1)
         raw.close()
@@ -429,12 +431,6 @@ class BrokenClient:
     def driver(self) -> DriverProcess:
         raise DriverError("driver broken (pid 0) crashed")
 
-    def given_up(self) -> None:
-        return None
-
-    def note_hang(self, command: str) -> None:
-        pass
-
     def close(self) -> None:
         pass
 
@@ -523,3 +519,28 @@ def test_nats_py_known_behaviour(client_runs: Callable[[str], Run]) -> None:
     ping = by_id["client.ping.lower-case"]
     assert (ping.level, ping.outcome) == ("info", "pass")
     assert ping.message.startswith("no PONG from the client"), ping.message
+
+
+@pytest.mark.parametrize("headers", [True, False])
+def test_a_header_bearing_message_goes_only_to_a_client_that_enabled_headers(
+    headers: bool,
+) -> None:
+    """As a server does: an HMSG (alone, or after a MSG, split or not) reaches a connection
+    whose CONNECT said headers: true, and no other (HeadersNotEnabled, nothing sent)."""
+    hmsg = hmsg_op("foo", "1", b"NATS/1.0\r\n\r\n", b"x")
+    with FakeServer() as s:
+        raw = RawClient(s.port)
+        conn = _connected(s, raw, json.dumps({"verbose": False, "headers": headers}))
+        start = len(conn.transcript.events)
+        for data in (hmsg, msg_op("foo", "1", b"x") + hmsg):
+            if headers:
+                assert conn.send(data, split_at=[5])
+            else:
+                with pytest.raises(HeadersNotEnabled):
+                    conn.send(data, split_at=[5])
+        sent = [e for e in conn.transcript.events[start:] if e.direction == "send"]
+        assert bool(sent) == headers
+        assert conn.send(msg_op("foo", "1", b"plain"))  # a MSG goes either way
+        got = raw.read(4 if headers else 1)
+        raw.close()
+    assert got[-1] == protocol.Msg("foo", "1", None, b"plain")

@@ -28,6 +28,7 @@ from nats_conformance.harness.clients.driver import DriverError, rule
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
+    HeadersNotEnabled,
     encode,
 )
 from nats_conformance.harness.clients.targets import ClientError
@@ -154,6 +155,9 @@ class Session:
         self.last_transcript = ""  # the fake server transcript of the latest connection
         self._asked = 0.0  # when (time.monotonic()) the latest request to the driver was sent
         self._unreported: DriverError | None = None  # a failure met while cleaning up
+        # Drivers dropped so far: what a driver set up (a connection, a subscription) belongs to
+        # the process that set it up, and is gone once the count moves (Link).
+        self.restarts = 0
 
     @property
     def transcript(self) -> str:
@@ -166,29 +170,26 @@ class Session:
             self._driver = self.client.driver()
         return self._driver
 
-    def call(self, cmd: str, *, timeout: float = STEP + 1, **args: Any) -> DriverReply:
-        """The driver's answer to ``cmd``. An answer about the driver rather than the library
-        (``unsupported``, ``invalid``: driver.rule) ends the case as a Verdict."""
-        if (reason := self.client.given_up()) is not None:
-            # no more waiting on this library
-            raise DriverError(reason, cause="given-up", command=repr(cmd))
-        with self._driving(cmd):
+    def call(self, cmd: str, **args: Any) -> DriverReply:
+        """The driver's answer to ``cmd`` within the command's documented deadline
+        (driver.deadline). An answer about the driver rather than the library (``unsupported``,
+        ``invalid``: driver.rule) ends the case as a Verdict; a crash or a hang is a DriverError
+        for the case in flight, the driver restarted for the next."""
+        with self._driving():
             self._asked = time.monotonic()
-            reply = self.driver.call(cmd, timeout=timeout, **args)
+            reply = self.driver.call(cmd, **args)
         ruling = rule(reply, cmd)
         if ruling is not None:
             raise DriverVerdict(ruling.outcome, ruling.message, ruling.category)
         return reply
 
     @contextmanager
-    def _driving(self, cmd: str) -> Iterator[None]:
-        """Around a talk with the driver: a DriverError notes a hang, says whether the fake
-        server gave the library something since the latest request, and restarts the driver."""
+    def _driving(self) -> Iterator[None]:
+        """Around a talk with the driver: a DriverError says whether the fake server gave the
+        library something since the latest request, and restarts the driver."""
         try:
             yield
         except DriverError as exc:
-            if exc.cause == "hung":
-                self.client.note_hang(cmd)
             exc.server_input = self.server is not None and self.server.fed_since(self._asked)
             self.restart()
             raise
@@ -200,7 +201,7 @@ class Session:
         found, self._unreported = self._unreported, None
         if found is None and self._driver is not None:
             try:
-                with self._driving("(none: between commands)"):
+                with self._driving():
                     self._driver.check_alive()
             except DriverError as exc:
                 found = exc
@@ -211,6 +212,7 @@ class Session:
         driver, self._driver = self._driver, None
         self._events.clear()
         if driver is not None:
+            self.restarts += 1
             with suppress(DriverError):
                 driver.close()
 
@@ -233,19 +235,19 @@ class Session:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            with self._driving("(none: events awaited)"):
+            with self._driving():
                 self._events.extend(self.driver.events(timeout=remaining, count=1))
 
     def seen(self, *, timeout: float = 0.0) -> list[dict[str, Any]]:
         """Every event buffered so far plus those arriving within ``timeout`` (left buffered)."""
-        with self._driving("(none: events awaited)"):
+        with self._driving():
             self._events.extend(self.driver.events(timeout=timeout))
         return list(self._events)
 
     def discard_events(self) -> None:
         self._events.clear()
         if self._driver is not None:
-            with self._driving("(none: events awaited)"):
+            with self._driving():
                 self._driver.events(timeout=0)
 
     def close_connection(self) -> None:
@@ -253,11 +255,10 @@ class Session:
         if self._driver is None:
             return
         try:
-            self.call("close", drain=False, timeout=STEP)
+            self.call("close", drain=False)
             self.discard_events()
         except DriverError as exc:
-            if exc.cause != "given-up":
-                self._unreported = exc  # restarted; the case in flight learns of it (crashed)
+            self._unreported = exc  # restarted; the case in flight learns of it (crashed)
         except Verdict:
             pass  # a driver that cannot close: the next connect makes a new connection
 
@@ -285,19 +286,16 @@ def connected(
 ) -> Iterator[tuple[FakeServer, FakeConnection]]:
     """A fake server (``server_args``) and the library connected to it (``options``).
 
-    Verdict ``skip`` when the driver answers unsupported for an option (Session.call), ``error``
-    when the library cannot connect to the fake server at all. The library is closed afterwards.
+    Verdict ``skip`` when the driver answers unsupported for an option (Session.call), or when
+    the body would send a header-bearing message the library's CONNECT did not ask for (a server
+    sends none); ``error`` when the library cannot connect to the fake server at all. The library
+    is closed afterwards.
     """
     with FakeServer(**server_args) as server:
         s.server = server
         connect_options = {"reconnect": False, "timeout_ms": CONNECT_TIMEOUT_MS, **(options or {})}
         try:
-            reply = s.call(
-                "connect",
-                url=server.url,
-                options=connect_options,
-                timeout=CONNECT_TIMEOUT_MS / 1000 + STEP,
-            )
+            reply = s.call("connect", url=server.url, options=connect_options)
             conn = server.accept(timeout=STEP if reply.ok else 0.0)
             if conn is None or not reply.ok:
                 raise Verdict(
@@ -306,6 +304,8 @@ def connected(
                     f"{'connected' if reply.ok else _error_text(reply)}",
                 )
             yield server, conn
+        except HeadersNotEnabled as exc:
+            raise Verdict("skip", str(exc)) from None
         finally:
             s.close_connection()
             s.server, s.last_transcript = None, server.transcript_text()
@@ -324,12 +324,16 @@ class Link:
         self.sid = ""
         self.sub = ""
         self.broken = False
+        self._made_on = -1  # the session's restart count when the connection was made
 
     def get(self) -> tuple[FakeConnection, str]:
         conn = self.conn
         if (
             conn is None
             or self.broken
+            # A restarted driver is a new process: the connection and the subscription were the
+            # old one's. Its socket's close may not have reached the fake server yet.
+            or self._made_on != self._s.restarts
             or conn.closed_by_client
             or conn.parse_error is not None
             or any(e.get("event") == "closed" for e in self._s.seen())
@@ -338,6 +342,7 @@ class Link:
             ctx = connected(self._s, **self._server_args)
             _, conn = ctx.__enter__()
             self._ctx, self.conn, self.broken = ctx, conn, True
+            self._made_on = self._s.restarts
             if self._subject is not None:
                 self.sub, self.sid = _subscribe(self._s, conn, self._subject)
             self.broken = False
@@ -383,10 +388,6 @@ def _publish(
     hdrs: list[list[str]] | None = None,
 ) -> DriverReply:
     return s.call("publish", subject=subject, reply=reply, headers=hdrs, payload_b64=_b64(payload))
-
-
-def _flush(s: Session, timeout: float = STEP) -> DriverReply:
-    return s.call("flush", timeout_ms=int(timeout * 1000), timeout=timeout + STEP)
 
 
 # --- registration -----------------------------------------------------------------------------

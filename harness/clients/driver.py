@@ -51,9 +51,12 @@ TRANSCRIPT_LIMIT = 20_000  # lines a transcript keeps; later ones are counted, n
 TRANSCRIPT_KEPT = 4096  # characters of one line a transcript keeps
 TEXT_SHOWN = 300  # characters of one line Transcript.text() shows
 EXCHANGED_LINES = 8  # lines of the transcript a DriverError keeps: the last lines exchanged
-EXIT_GRACE = 2.0  # seconds a driver has to exit after `exit` and EOF, before SIGTERM
+EXIT_GRACE = 2.0  # seconds a driver has to exit after `exit` and EOF, before SIGTERM (schema)
 CLOSE_WRITE_TIMEOUT = 1.0  # seconds close() spends sending `exit`
 READER_JOIN = 2.0  # seconds close() waits for the reader threads after the process is gone
+# Seconds to answer a command the schema gives no deadline (one it does not name, sent to see
+# the driver refuse it; a command of a protocol whose schema has none, such as the streaming one).
+DEFAULT_DEADLINE = 5.0
 
 Direction = Literal["send", "recv", "stderr", "note"]
 _MARKS: dict[str, str] = {"send": ">", "recv": "<", "stderr": "!", "note": "#"}
@@ -62,8 +65,7 @@ _MARKS: dict[str, str] = {"send": ">", "recv": "<", "stderr": "!", "note": "#"}
 class DriverError(Exception):
     """The driver crashed, hung or broke the protocol; str(e) says which, with its stderr's end.
 
-    ``cause`` is ``crashed``, ``hung`` or ``broken`` (garbage, a closed driver); ``given-up``:
-    not asked at all, the driver having hung too often before (ClientTarget). ``command`` is the
+    ``cause`` is ``crashed``, ``hung`` or ``broken`` (garbage, a closed driver). ``command`` is the
     request in flight ("" when none was: it died while its events were awaited), ``exchanged``
     the last lines of its transcript. ``server_input`` is set by whoever knows: whether a server
     had just given the library something (bytes, a close) when it crashed or hung (``rule``)."""
@@ -150,6 +152,25 @@ def commands(path: Path = SCHEMA_PATH) -> list[str]:
     return sorted(protocol_schema(path)["$defs"]["commands"])
 
 
+def deadline(cmd: str, request: Mapping[str, Any], path: Path = SCHEMA_PATH) -> float:
+    """Seconds the driver has to answer ``request`` (a ``cmd``): the command's documented
+    deadline (its ``deadline`` in the schema: ``seconds``, plus the request's own timeout in ms at
+    the path ``plus_ms``, or ``default_ms`` where the request leaves it out); DEFAULT_DEADLINE for
+    a command without one. Fixed, not scaled by observed round trips: a hang is a robustness
+    claim, so the library gets the full deadline, loaded machine or not (patience.HANG_AFTER)."""
+    spec = protocol_schema(path)["$defs"]["commands"].get(cmd, {}).get("deadline")
+    if spec is None:
+        return DEFAULT_DEADLINE
+    seconds = float(spec["seconds"])
+    if "plus_ms" in spec:
+        found: Any = request
+        for key in spec["plus_ms"].split("/"):
+            found = found.get(key) if isinstance(found, Mapping) else None
+        own = found if isinstance(found, int | float) and not isinstance(found, bool) else None
+        seconds += (spec["default_ms"] if own is None else own) / 1000
+    return seconds
+
+
 def capability_names() -> list[str]:
     """The capabilities a protocol-2 hello may declare (the schema's fixed vocabulary)."""
     return list(protocol_schema()["$defs"]["capability"]["enum"])
@@ -202,8 +223,8 @@ def rule(answer: DriverReply | DriverError, cmd: str = "", case: str = "") -> Ru
 
     - ``unsupported`` is a skip with the driver's reason; ``invalid`` an error (the driver and
       the suite disagree about the request ``cmd``);
-    - a driver that broke the protocol (garbage, a wrong id, an answer of the wrong shape) or was
-      given up on is an error naming the command;
+    - a driver that broke the protocol (garbage, a wrong id, an answer of the wrong shape) is an
+      error naming the command;
     - a crash or a hang is a robustness failure when a server had just given the library
       something (``DriverError.server_input``: the library died on what a server sent), an
       error otherwise (it died on a suite command); both name ``case``, the command in flight
@@ -230,8 +251,6 @@ def rule(answer: DriverReply | DriverError, cmd: str = "", case: str = "") -> Ru
     if answer.cause in ("crashed", "hung"):
         said = f"the driver {answer.cause} on a command of the suite ({where}command {command})"
         return Ruling("error", f"{said}: {answer}{exchanged}")
-    if answer.cause == "given-up":
-        return Ruling("error", f"{where}{answer}")
     said = f"the driver failed, not the library ({where}command {command})"
     return Ruling("error", f"{said}: {answer}{exchanged}")
 
@@ -435,8 +454,9 @@ class DriverProcess:
 
     # --- requests --------------------------------------------------------------------------------
 
-    def call(self, cmd: str, *, timeout: float = 5.0, **args: Any) -> DriverReply:
-        """Send one request and return its reply within ``timeout`` seconds.
+    def call(self, cmd: str, *, timeout: float | None = None, **args: Any) -> DriverReply:
+        """Send one request and return its reply within ``timeout`` seconds (by default the
+        command's documented deadline: ``deadline``).
 
         A request for a command the protocol names must match its arguments (ValueError: the
         caller's mistake); any other cmd is sent as given. DriverError when the driver crashed,
@@ -450,11 +470,13 @@ class DriverProcess:
                 problem = schema_problem(request, f"commands/{cmd}/request", self.schema_path)
                 if problem is not None:
                     raise ValueError(f"not a valid {cmd} request: {problem}")
+            if timeout is None:
+                timeout = deadline(cmd, request, self.schema_path)
             line = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
             what = f"{cmd!r} (id {request_id})"
             return self._reply(cmd, self._exchange(line, request_id, what, timeout))
 
-    def call_raw(self, line: bytes, *, timeout: float = 5.0) -> DriverReply:
+    def call_raw(self, line: bytes, *, timeout: float = DEFAULT_DEADLINE) -> DriverReply:
         """Send one raw line (say, a malformed request) and return the reply, which must have id
         null; DriverError otherwise."""
         line = line.removesuffix(b"\n")

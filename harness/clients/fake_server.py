@@ -57,6 +57,27 @@ OpT = TypeVar("OpT")
 Reaction = Callable[["FakeConnection", protocol.Event], None]
 
 
+class HeadersNotEnabled(Exception):
+    """Bytes carrying a header-bearing message (HMSG) for a connection whose CONNECT did not
+    enable headers: a server sends such a client none, so what it would do with one is not a
+    question a case can ask (a skip, with this reason)."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the library's CONNECT did not enable headers (headers: true), and a server sends "
+            "such a connection no header-bearing message (HMSG): not asked"
+        )
+
+
+def carries_headers(data: bytes) -> bool:
+    """Whether ``data``, from a server, holds a header-bearing message (as the reference parser
+    reads it for a connection without headers)."""
+    events, _ = protocol.parse(data, protocol.Direction.SERVER, headers=False)
+    return any(
+        isinstance(e, protocol.ProtocolError) and e.reason == "headers_not_enabled" for e in events
+    )
+
+
 def encode(op: protocol.Op, *, any_headers: bool = False) -> bytes:
     """The reference encoding of ``op``; a script asking for an unencodable one is a bug."""
     data = protocol.encode(op, any_headers=any_headers)
@@ -124,8 +145,13 @@ class FakeConnection:
         """Send ``data``, as separate writes cut at ``split_at`` with ``pause`` s between them.
 
         With TCP_NODELAY each write leaves as its own segment. Nothing else (no automatic PONG)
-        is sent between the pieces. False (and a note) when the client does not take the bytes.
+        is sent between the pieces. False (and a note) when the client does not take the bytes;
+        HeadersNotEnabled, and nothing sent, for a header-bearing message the client's CONNECT
+        did not ask for.
         """
+        if not self.model.headers_enabled and carries_headers(data):
+            self.note("not sent: a header-bearing message, and the CONNECT did not enable headers")
+            raise HeadersNotEnabled()
         pieces = split(data, split_at)
         with self._send_lock:
             for i, piece in enumerate(pieces):

@@ -21,7 +21,7 @@ from nats_conformance.conformance import interop, vectors
 from nats_conformance.conformance.interop import InteropSpec, Message
 from nats_conformance.conformance.vectors import Problem, Source
 from nats_conformance.conformance.verdicts import CONFORMANCE
-from nats_conformance.harness.clients.driver import DriverError, DriverReply, rule
+from nats_conformance.harness.clients.driver import DriverError, DriverReply, deadline, rule
 from nats_conformance.harness.results import bounded
 
 if TYPE_CHECKING:
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 Outcome = Literal["pass", "fail", "error", "skip"]
 KIND = "interop"
 REQUEST_TIMEOUT_MS = 5000
-CALL_TIMEOUT = 10.0  # seconds a driver has to answer one command
 TRANSCRIPT_LIMIT = 8000  # characters of a row's transcript kept in the details side file
 
 
@@ -243,7 +242,7 @@ def _request(pair: Pair, handle: str, case: InteropCase, prefix: str) -> _Seen:
     assert spec.request is not None and spec.response is not None
     request = spec.request.under(prefix)
     answer: list[DriverReply | BaseException] = []
-    call_timeout = REQUEST_TIMEOUT_MS / 1000 + CALL_TIMEOUT
+    call_timeout = deadline("request", {"timeout_ms": REQUEST_TIMEOUT_MS})
 
     def request_in_a() -> None:
         try:

@@ -61,7 +61,6 @@ THINGS: dict[str, str] = {
 SHOWN = 40  # characters of a name a message quotes
 INSPECT_TIMEOUT = 5.0  # seconds for one request of the harness's own to the JetStream API
 API = "$JS.API"
-CALL_TIMEOUT = 15.0  # seconds for one driver call: creating an object store is several requests
 CONNECT_TIMEOUT_MS = 3000
 
 
@@ -207,7 +206,7 @@ class JetStreamRun:
                 url = self.server.url
                 raise Verdict("error", f"cannot connect to {url}: {answer.error_message}")
             self.connected, self.lost = driver, False
-        answer = self.session.call(cmd, timeout=CALL_TIMEOUT, **args)
+        answer = self.session.call(cmd, **args)
         self.lost = not answer.ok and answer.error_type == "connection"
         return answer
 

@@ -19,7 +19,9 @@ LOOK = 0.05  # seconds: the longest look for late events once all awaited ones c
 LOOK_FLOOR = 0.02  # seconds: the shortest such look
 # Seconds without any sign of life (no PONG, no close, no error) before a library is called hung.
 # A hang is a robustness failure, a claim made at any level, so it waits this full deadline, never
-# the adaptive wait above: a library that is merely slow on a loaded machine is not hung.
+# the adaptive wait above: a library that is merely slow on a loaded machine is not hung. It is
+# also the deadline of a driver command that asks nothing slow (the schema's "deadline"s, which
+# harness/drivers/README.md tabulates: tests/test_driver_deadlines.py keeps them equal).
 HANG_AFTER = 3.0
 
 
