@@ -48,6 +48,7 @@ from nats_conformance.harness.clients.targets import (
     pinned_version,
     source_problem,
 )
+from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.servers.specs import RunningServer
 
 PROTOCOL = "nats-conformance-stan-driver/1"
@@ -119,7 +120,7 @@ class StreamingClient:
         if not hello.ok:
             driver.close()
             raise ClientError(f"{self.name}: hello failed: {hello.error_message}")
-        self.version = hello.result["version"]
+        self.version = bounded(hello.result["version"], NAME_LIMIT)  # every row repeats it
         self.capabilities = frozenset(hello.result["capabilities"])
         return driver
 
