@@ -15,6 +15,7 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import scripts as client_scripts
+from nats_conformance.harness.clients import streaming_clients
 from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import (
@@ -135,3 +136,21 @@ def test_a_step_whose_window_the_deadline_cut_is_not_judged(
     (row,) = client_scripts.run_scripts(client, [case])
     assert row.outcome == "error"
     assert "stopped at input.steps[0]" in row.message
+
+
+def test_a_streaming_session_that_never_ends_is_an_error_at_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """300 sleeps of 0.2 s (each valid by the schema) stop at the session's deadline."""
+    monkeypatch.setattr(streaming_clients, "CASE_SECONDS", 1.0)
+    library = next(iter(streaming_clients.LIBRARIES.values()))
+    client = streaming_clients.StreamingClient(library)
+    inp = {"steps": [{"do": "sleep", "ms": 200}] * 300}
+    # A real session; sleeps ask the driver nothing, so it has none.
+    session = streaming_clients._Session(None, client, inp, {})  # type: ignore[arg-type]
+    started = time.monotonic()
+    with pytest.raises(streaming_clients.Ruled) as caught:
+        streaming_clients._take_steps(session, "nats://127.0.0.1:1")
+    assert time.monotonic() - started < 1.0 + 0.5
+    assert caught.value.ruling.outcome == "error"
+    assert "did not end within its deadline of 1 s: stopped at input.steps[" in str(caught.value)

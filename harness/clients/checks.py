@@ -41,6 +41,9 @@ if TYPE_CHECKING:
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)
+# Seconds one client case whose vector declares its steps (a script, a streaming session) may
+# take in all, however many steps it declares: the bundled ones take a few.
+CASE_SECONDS = 60.0
 CONNECT_TIMEOUT_MS = 3000
 TRANSCRIPT_LINES = 40  # how much of the fake server's transcript a failing row keeps
 

@@ -7,9 +7,9 @@ it, runs each step (driver calls, bytes pushed, waits) and hands what came back 
 source, and the fake server's transcript when it did not pass.
 
 A script may declare up to 10 s for each of its steps and have as many steps as it likes, so a
-case has an overall deadline (``CASE_SECONDS``) of its own: every wait of a step is cut at it,
-and a case that reaches it ends there with an ``error`` row that says how far it got, never with
-a judgement on a window it was not given.
+case has an overall deadline (``checks.CASE_SECONDS``) of its own: every wait of a step is cut
+at it, and a case that reaches it ends there with an ``error`` row that says how far it got,
+never with a judgement on a window it was not given.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from nats_conformance.conformance.judge import steady
 from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt
 from nats_conformance.conformance.verdicts import CONFORMANCE, observation
 from nats_conformance.harness.clients.checks import (
+    CASE_SECONDS,
     TRANSCRIPT_LINES,
     CheckResult,
     DriverVerdict,
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
 KIND = "client.script"
 POLL = 0.01  # seconds between looks at what the client sent
 SETTABLE = frozenset({"answer_pings", "pong_delay"})  # connection settings a `set` step changes
-# Seconds a whole script may take: the bundled ones take a few; one step may wait at most 10.
-CASE_SECONDS = 60.0
 
 
 def script_cases(cases: Iterable[vectors.Case]) -> list[vectors.Case]:
