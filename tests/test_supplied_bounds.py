@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from nats_conformance.conformance import vectors
+from nats_conformance.harness.clients import checks, streaming_clients
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients import streaming_clients
+from nats_conformance.harness.clients import vectors as client_vectors
 from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import (
@@ -25,7 +26,7 @@ from nats_conformance.harness.results import (
     RunContext,
     read_rows,
 )
-from tests.test_driver_answers import FAKE_DRIVER
+from tests.test_driver_answers import FAKE_DRIVER, three_cases
 
 HUGE = 10 << 20  # characters of each name the boastful driver gives itself
 # A driver whose hello names it with 10 MB strings and whose every answer is a 10 MB error.
@@ -106,7 +107,7 @@ def test_a_driver_s_names_and_answers_are_stored_bounded(program: Any, tmp_path:
 def test_a_script_that_never_ends_is_an_error_row_at_its_deadline(
     program: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_scripts, "CASE_SECONDS", 1.0)
+    monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"capabilities": []}))
     client = program(FAKE_DRIVER, str(plan))
@@ -128,7 +129,7 @@ def test_a_step_whose_window_the_deadline_cut_is_not_judged(
 ) -> None:
     """An event awaited 10 s when 1 s is left: an error at the deadline, not a failure for
     an event that had no time to come."""
-    monkeypatch.setattr(client_scripts, "CASE_SECONDS", 1.0)
+    monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"capabilities": []}))
     client = program(FAKE_DRIVER, str(plan))
@@ -154,3 +155,23 @@ def test_a_streaming_session_that_never_ends_is_an_error_at_its_deadline(
     assert time.monotonic() - started < 1.0 + 0.5
     assert caught.value.ruling.outcome == "error"
     assert "did not end within its deadline of 1 s: stopped at input.steps[" in str(caught.value)
+
+
+def test_a_path_case_past_its_deadline_asks_nothing_more_and_is_an_error_row(
+    program: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every client path's case runs under the same deadline: a command it would send past it
+    is not sent (a deadline of 0 s: none is)."""
+    monkeypatch.setattr(checks, "CASE_SECONDS", 0.0)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"capabilities": ["decode_headers"]}))
+    client = program(FAKE_DRIVER, str(plan))
+    cases = three_cases()
+    rows = [r for r in client_vectors.run_client_vectors(client, cases) if "@decode" in r.case_id]
+    assert len(rows) == len(cases)
+    for row in rows:
+        assert row.outcome == "error"
+        assert row.message == (
+            "the case did not end within its deadline of 0 s: stopped at the command "
+            "'decode_headers'"
+        )

@@ -130,6 +130,16 @@ class DriverVerdict(Verdict):
     never turns it into a failure of the library."""
 
 
+class Overrun(Verdict):
+    """A case past its overall deadline (CASE_SECONDS, Session.begin_case): an error, whatever
+    it was judging."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            "error", f"the case did not end within its deadline of {CASE_SECONDS:g} s: {where}"
+        )
+
+
 def _fail(message: str) -> Verdict:
     return Verdict("fail", message)
 
@@ -157,6 +167,7 @@ class Session:
         self.last_transcript = ""  # the fake server transcript of the latest connection
         self._asked = 0.0  # when (time.monotonic()) the latest request to the driver was sent
         self._unreported: DriverError | None = None  # a failure met while cleaning up
+        self._case_ends: float | None = None  # the case in flight's deadline (begin_case)
 
     @property
     def transcript(self) -> str:
@@ -169,9 +180,27 @@ class Session:
             self._driver = self.client.driver()
         return self._driver
 
+    def begin_case(self) -> None:
+        """A case starts: from now on, a call or ``on_time`` past CASE_SECONDS is an Overrun."""
+        self._case_ends = time.monotonic() + CASE_SECONDS
+
+    def on_time(self, where: str) -> None:
+        """Overrun (saying ``where`` the case stopped) once the case in flight is past its
+        deadline."""
+        if self._case_ends is not None and time.monotonic() >= self._case_ends:
+            raise Overrun(f"stopped at {where}")
+
+    def left(self, seconds: float) -> float:
+        """``seconds``, cut to what is left before the case's deadline."""
+        if self._case_ends is None:
+            return seconds
+        return max(0.0, min(seconds, self._case_ends - time.monotonic()))
+
     def call(self, cmd: str, *, timeout: float = STEP + 1, **args: Any) -> DriverReply:
         """The driver's answer to ``cmd``. An answer about the driver rather than the library
-        (``unsupported``, ``invalid``: driver.rule) ends the case as a Verdict."""
+        (``unsupported``, ``invalid``: driver.rule) ends the case as a Verdict; past the case's
+        deadline, it is not asked (Overrun)."""
+        self.on_time(f"the command {cmd!r}")
         if (reason := self.client.given_up()) is not None:
             # no more waiting on this library
             raise DriverError(reason, cause="given-up", command=repr(cmd))
@@ -253,6 +282,7 @@ class Session:
 
     def close_connection(self) -> None:
         """Close the library's connection (if a driver runs) and forget its events."""
+        self._case_ends = None  # cleaning up after the case, whenever it ended
         if self._driver is None:
             return
         try:
