@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients import checks, streaming_clients
+from nats_conformance.harness.clients import checks, interop, interop_cases, streaming_clients
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients import vectors as client_vectors
 from nats_conformance.harness.clients.checks import write_result
+from nats_conformance.harness.clients.driver import capability_names
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import (
     MESSAGE_LIMIT,
@@ -175,3 +176,46 @@ def test_a_path_case_past_its_deadline_asks_nothing_more_and_is_an_error_row(
             "the case did not end within its deadline of 0 s: stopped at the command "
             "'decode_headers'"
         )
+
+
+# A driver that connects and flushes (all an interop pair asks before a case's own commands).
+READY_DRIVER = """
+import json, sys
+for line in sys.stdin:
+    request = json.loads(line)
+    if request["cmd"] == "hello":
+        result = {"protocol": "nats-conformance-driver/2", "library": "ready", "version": "1",
+                  "language": "Python", "capabilities": json.load(open(sys.argv[1]))}
+        answer = {"id": request["id"], "ok": True, "result": result}
+    elif request["cmd"] in ("connect", "flush", "close"):
+        answer = {"id": request["id"], "ok": True, "result": {}}
+    else:
+        answer = {"id": request["id"], "ok": False,
+                  "error": {"type": "unsupported", "message": request["cmd"]}}
+    sys.stdout.write(json.dumps(answer) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+def test_an_interop_case_past_its_deadline_is_an_error_row_for_every_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plain: Any
+) -> None:
+    """The pair sends no command past the deadline (0 s: none of a case's own); each case of a
+    batch is run again alone, and ends as an error naming where it stopped."""
+    monkeypatch.setattr(checks, "CASE_SECONDS", 0.0)
+    (tmp_path / "ready.py").write_text(READY_DRIVER)
+    (tmp_path / "capabilities.json").write_text(json.dumps(capability_names()))
+    driver = f"{sys.executable} {tmp_path / 'ready.py'} {tmp_path / 'capabilities.json'}"
+    endpoint = interop.Endpoint(f"driver:{driver}", plain.server({}).url)
+    endpoint.open()
+    cases, problems = interop_cases.load_cases(vectors.bundled_cases())
+    assert problems == []
+    publish = [case for case in cases if case.spec.action == "publish"][:3]
+    ctx = RunContext("run", "suite", "vectors")
+    try:
+        rows = [row for row, _ in interop.run_pairs([endpoint], publish, ResultsWriter(None), ctx)]
+    finally:
+        endpoint.close()
+    assert [row.outcome for row in rows] == ["error"] * len(publish)
+    for row in rows:
+        assert "did not end within its deadline of 0 s: stopped at B subscribe" in row.message
