@@ -144,7 +144,7 @@ def test_a_streaming_session_that_never_ends_is_an_error_at_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """300 sleeps of 0.2 s (each valid by the schema) stop at the session's deadline."""
-    monkeypatch.setattr(streaming_clients, "CASE_SECONDS", 1.0)
+    monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
     library = next(iter(streaming_clients.LIBRARIES.values()))
     client = streaming_clients.StreamingClient(library)
     inp = {"steps": [{"do": "sleep", "ms": 200}] * 300}

@@ -32,7 +32,8 @@ from nats_conformance.conformance import streaming_codec_client as scc
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
 from nats_conformance.conformance.verdicts import CONFORMANCE, derived_level
-from nats_conformance.harness.clients.checks import CASE_SECONDS, CheckResult
+from nats_conformance.harness.clients import checks
+from nats_conformance.harness.clients.checks import CheckResult, Overrun
 from nats_conformance.harness.clients.driver import (
     DriverError,
     DriverProcess,
@@ -323,11 +324,10 @@ def _take_steps(
     """The session's steps, up to the first that fails; ``after`` runs after each one. A
     session past its deadline (checks.CASE_SECONDS: it may declare any number of steps, each
     bounded) ends as an error."""
-    deadline = time.monotonic() + CASE_SECONDS
+    deadline = time.monotonic() + checks.CASE_SECONDS
     for i, step in enumerate(session.inp["steps"]):
         if time.monotonic() >= deadline:
-            message = f"the case did not end within its deadline of {CASE_SECONDS:g} s"
-            raise Ruled(Ruling("error", f"{message}: stopped at input.steps[{i}]"))
+            raise Ruled(Ruling("error", Overrun(f"stopped at input.steps[{i}]").message))
         reported = session.step(step, url)
         session.observed.steps.append(reported)
         if not reported.ok:
