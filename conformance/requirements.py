@@ -3,7 +3,9 @@
 ``vectors/requirements.json`` indexes every statement (see vectors/README.md, *Requirements*:
 what counts as normative, and why ids stay stable). This module builds that index from the
 documents, derives each case's ``requirements`` from its ``source.quote``, and checks both.
-Everything is pure but ``main`` (the committed generator) and ``load_index``.
+Everything is pure but ``main`` (the committed generator). The rule by which a quote cites a
+statement is the loader's (``vectors.derive_citations``): a file written before cases cited
+statements cites what its quotes cite.
 
     python -m nats_conformance.conformance.requirements index [--spec DIR]
         rewrite vectors/requirements.json
@@ -26,17 +28,21 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.conformance.vectors import (
+from nats_conformance.conformance.vectors import (  # the citation rule is the loader's
     BUNDLED_DIR,
+    INDEX_PATH,
     NOT_VECTORS,
     Case,
     Problem,
     bundled_cases,
+    bundled_index,
+    derive_citations,
+    load_index,
     normalise_whitespace,
+    unbulleted,
 )
 
 FORMAT = "nats-conformance-requirements/1"
-INDEX_PATH = BUNDLED_DIR / "requirements.json"
 DEFAULT_SPEC = BUNDLED_DIR.parent.parent / "shared" / "spec"
 # The documents of the specification set (its README describes the set, it is not one of them).
 DOCUMENTS = (
@@ -197,7 +203,7 @@ MIN_QUOTED_WORDS = 5
 def _quoted(unit: str, quote: str) -> bool:
     """Whether a vector's ``quote`` makes ``unit`` (a sentence without a modal word) a
     statement of the index: one holds the other, and the shorter has a sentence's words."""
-    words = _unbulleted(unit)
+    words = unbulleted(unit)
     shorter = min(words, quote, key=len)
     return len(shorter.split()) >= MIN_QUOTED_WORDS and (words in quote or quote in words)
 
@@ -257,26 +263,6 @@ def index_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
-def cites(words: str, quote: str) -> bool:
-    """A quote cites a statement when one holds the other (both whitespace-normalised; a list
-    item's bullet is not part of its words)."""
-    words = _unbulleted(words)
-    return bool(quote) and (quote in words or words in quote)
-
-
-def _unbulleted(words: str) -> str:
-    return re.sub(r"^[•\-]\s+", "", words)
-
-
-def derive_citations(case: dict[str, Any], index: list[dict[str, str]]) -> list[str]:
-    """The ids of the statements of the case's document its quote cites, in index order."""
-    source = case["source"]
-    quote = normalise_whitespace(source.get("quote", ""))
-    return [
-        s["id"] for s in index if s["document"] == source["document"] and cites(s["words"], quote)
-    ]
-
-
 def citation_problems(case: Case, index: list[dict[str, str]]) -> list[Problem]:
     """A cited id the index lacks, each named by its field; a case citing nothing whose quote
     cites a statement (its citations were not derived)."""
@@ -291,15 +277,6 @@ def citation_problems(case: Case, index: list[dict[str, str]]) -> list[Problem]:
         message = f"cites nothing, but its quote cites {', '.join(derived[:3])}"
         problems.append(Problem(case.file, case.id, "requirements", message))
     return problems
-
-
-def load_index(path: Path = INDEX_PATH) -> list[dict[str, str]]:
-    return json.loads(path.read_text(encoding="utf-8"))["statements"]
-
-
-@cache
-def bundled_index() -> list[dict[str, str]]:
-    return load_index()
 
 
 @cache

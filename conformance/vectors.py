@@ -66,6 +66,7 @@ MAX_FILE_SIZE = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 64
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
 BUNDLED_DIR = SCHEMA_PATH.parent
+INDEX_PATH = BUNDLED_DIR / "requirements.json"  # the statements cases cite (requirements.py)
 # JSON beside the vector files that is not one: the schemas, the index of the documents'
 # statements the cases cite (conformance/requirements.py) and their levels (conformance/levels.py).
 NOT_VECTORS = frozenset(
@@ -137,6 +138,8 @@ class Case:
 class LoadResult:
     cases: list[Case] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
+    # What loading filled in for a file of an older format, which is no problem: notes.
+    notes: list[Problem] = field(default_factory=list)
 
 
 @cache
@@ -198,6 +201,8 @@ def load_document(doc: Any, file: str) -> LoadResult:
     (a case whose repeats expand over ``MAX_BYTES`` is invalid).
 
     A broken case loses only itself; a file whose own structure is broken yields no cases.
+    Every format-1 and format-2 file is a format-3 file and means the same; a case written
+    before cases cited statements (no ``requirements``) cites what its quote cites, with a note.
     """
     found = _schema_problems(doc, file)
     problems = [problem for _, problem in found]
@@ -205,14 +210,27 @@ def load_document(doc: Any, file: str) -> LoadResult:
         return LoadResult(problems=problems)
     bad = {index for index, _ in found}
     cases = []
+    uncited = 0
     for i, data in enumerate(doc["cases"]):
         if i in bad:
             continue
         if (problem := _bytes_problem(data, file)) is not None:
             problems.append(problem)
             continue
+        if "requirements" not in data:
+            uncited += 1
+            data = {**data, "requirements": derive_citations(data, bundled_index())}
         cases.append(Case(file, doc["group"], data))
-    return LoadResult(cases=cases, problems=problems)
+    notes = [] if not uncited else [_uncited_note(file, uncited)]
+    return LoadResult(cases=cases, problems=problems, notes=notes)
+
+
+def _uncited_note(file: str, count: int) -> Problem:
+    message = (
+        f"{count} case(s) name no requirements (written before cases cited statements): each "
+        "cites what its quote cites"
+    )
+    return Problem(file, None, "requirements", message)
 
 
 def _bytes_problem(data: dict[str, Any], file: str) -> Problem | None:
@@ -304,6 +322,7 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
     for path in vector_files(paths):
         part = load_path(path)
         result.problems.extend(part.problems)
+        result.notes.extend(part.notes)
         for case in part.cases:
             if case.id in seen:
                 result.problems.append(
@@ -534,6 +553,40 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
 def normalise_whitespace(text: str) -> str:
     """Runs of whitespace as one space: how a quote is matched against its document."""
     return " ".join(text.split())
+
+
+# --- citations: which statements of the index a case's quote cites ------------------------------
+
+
+def load_index(path: Path = INDEX_PATH) -> list[dict[str, str]]:
+    statements: list[dict[str, str]] = json.loads(path.read_text(encoding="utf-8"))["statements"]
+    return statements
+
+
+@cache
+def bundled_index() -> list[dict[str, str]]:
+    return load_index()
+
+
+def cites(words: str, quote: str) -> bool:
+    """A quote cites a statement when one holds the other (both whitespace-normalised; a list
+    item's bullet is not part of its words)."""
+    words = unbulleted(words)
+    return bool(quote) and (quote in words or words in quote)
+
+
+def unbulleted(words: str) -> str:
+    """A statement's words without a list item's bullet."""
+    return re.sub(r"^[•\-]\s+", "", words)
+
+
+def derive_citations(case: dict[str, Any], index: list[dict[str, str]]) -> list[str]:
+    """The ids of the statements of the case's document its quote cites, in index order."""
+    source = case["source"]
+    quote = normalise_whitespace(source.get("quote", ""))
+    return [
+        s["id"] for s in index if s["document"] == source["document"] and cites(s["words"], quote)
+    ]
 
 
 def citation_problem(case: Case, documents: dict[str, str]) -> Problem | None:

@@ -81,6 +81,8 @@ def _check(args: argparse.Namespace) -> int:
         else:
             failed[case.group] += 1
             problems += found
+    for note in loaded.notes:  # what an older format left out, filled in as it meant
+        print(f"NOTE {note}")
     for problem in problems:
         print(f"FAIL {problem}")
     groups = sorted(set(passed) | set(failed))
@@ -152,6 +154,8 @@ def _run(args: argparse.Namespace) -> int:
     cases, loaded = runner.load_server_cases(paths)
     for problem in loaded.problems:
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
+    for note in loaded.notes:
+        print(f"nats-conformance: note: {note}", file=sys.stderr)
     selection = _selection(args)
     cases, picked = select_cases(selection, cases), select_cases(selection, loaded.cases)
     every_check = _bundled_checks() if args.client and not args.vectors else []

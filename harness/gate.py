@@ -299,6 +299,8 @@ def _deviation(reason: str, statement: str | None) -> Entry:
 
 def _read(path: Path) -> Any:
     """The JSON of a baseline file, its size, encoding and nesting checked before parsing."""
+    if not path.is_file():  # a FIFO would block the open, a device read without end
+        raise BaselineError(f"{path}: not a regular file")
     try:
         with path.open("rb") as handle:
             raw = handle.read(MAX_BASELINE_BYTES + 1)
@@ -314,7 +316,7 @@ def _read(path: Path) -> Any:
         raise BaselineError(f"{path}: nested deeper than {MAX_BASELINE_DEPTH}")
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # JSONDecodeError, or an integer beyond int's digit limit
         raise BaselineError(f"{path}: cannot read baseline: {exc}") from exc
 
 

@@ -49,6 +49,9 @@ DETAILS_SUFFIX = ".details.ndjson"
 # Characters of a row's message kept: a message quotes what a target sent, and a target can send
 # anything; a longer one keeps its start, its full size and a digest.
 MESSAGE_LIMIT = 2000
+# Characters of a name or version a target or driver gives itself (a driver's hello, a server's
+# INFO or --version) kept where it is stored: every row repeats it.
+NAME_LIMIT = 200
 # Characters of a transcript kept in a details entry (the same rule: start, size, digest).
 TRANSCRIPT_LIMIT = 64_000
 

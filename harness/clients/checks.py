@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)
+# Seconds one client case whose vector declares its steps (a script, a streaming session) may
+# take in all, however many steps it declares: the bundled ones take a few.
+CASE_SECONDS = 60.0
 CONNECT_TIMEOUT_MS = 3000
 TRANSCRIPT_LINES = 40  # how much of the fake server's transcript a failing row keeps
 
@@ -128,6 +131,16 @@ class DriverVerdict(Verdict):
     never turns it into a failure of the library."""
 
 
+class Overrun(Verdict):
+    """A case past its overall deadline (CASE_SECONDS, Session.begin_case): an error, whatever
+    it was judging."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(
+            "error", f"the case did not end within its deadline of {CASE_SECONDS:g} s: {where}"
+        )
+
+
 def _fail(message: str) -> Verdict:
     return Verdict("fail", message)
 
@@ -158,6 +171,7 @@ class Session:
         # Drivers dropped so far: what a driver set up (a connection, a subscription) belongs to
         # the process that set it up, and is gone once the count moves (Link).
         self.restarts = 0
+        self._case_ends: float | None = None  # the case in flight's deadline (begin_case)
 
     @property
     def transcript(self) -> str:
@@ -170,11 +184,28 @@ class Session:
             self._driver = self.client.driver()
         return self._driver
 
+    def begin_case(self) -> None:
+        """A case starts: from now on, a call or ``on_time`` past CASE_SECONDS is an Overrun."""
+        self._case_ends = time.monotonic() + CASE_SECONDS
+
+    def on_time(self, where: str) -> None:
+        """Overrun (saying ``where`` the case stopped) once the case in flight is past its
+        deadline."""
+        if self._case_ends is not None and time.monotonic() >= self._case_ends:
+            raise Overrun(f"stopped at {where}")
+
+    def left(self, seconds: float) -> float:
+        """``seconds``, cut to what is left before the case's deadline."""
+        if self._case_ends is None:
+            return seconds
+        return max(0.0, min(seconds, self._case_ends - time.monotonic()))
+
     def call(self, cmd: str, **args: Any) -> DriverReply:
         """The driver's answer to ``cmd`` within the command's documented deadline
         (driver.deadline). An answer about the driver rather than the library (``unsupported``,
         ``invalid``: driver.rule) ends the case as a Verdict; a crash or a hang is a DriverError
         for the case in flight, the driver restarted for the next."""
+        self.on_time(f"the command {cmd!r}")
         with self._driving():
             self._asked = time.monotonic()
             reply = self.driver.call(cmd, **args)
@@ -252,6 +283,7 @@ class Session:
 
     def close_connection(self) -> None:
         """Close the library's connection (if a driver runs) and forget its events."""
+        self._case_ends = None  # cleaning up after the case, whenever it ended
         if self._driver is None:
             return
         try:

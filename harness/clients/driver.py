@@ -31,6 +31,7 @@ from typing import Any, Literal
 import jsonschema
 
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
+from nats_conformance.harness.results import bounded
 from nats_conformance.harness.runtime.processes import (
     SPAWNER,
     STOP_GRACE,
@@ -517,8 +518,8 @@ class DriverProcess:
 
     def _reply(self, cmd: str | None, response: dict[str, Any]) -> DriverReply:
         if not response["ok"]:
-            error = response["error"]
-            return DriverReply(False, {}, error["type"], error["message"])
+            error = response["error"]  # its message kept as a row's is (results.bounded)
+            return DriverReply(False, {}, error["type"], bounded(error["message"]))
         result: dict[str, Any] = response["result"]
         if cmd in commands(self.schema_path):
             problem = schema_problem(result, f"commands/{cmd}/result", self.schema_path)

@@ -26,6 +26,8 @@ from typing import Any, Literal
 from nats_conformance.conformance.interop import Message
 from nats_conformance.conformance.vector_values import excerpt
 from nats_conformance.conformance.verdicts import observation
+from nats_conformance.harness.clients import checks
+from nats_conformance.harness.clients.checks import Overrun
 from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply, rule
 from nats_conformance.harness.clients.interop_cases import (
     InteropCase,
@@ -194,6 +196,9 @@ class Pair:
     labels: dict[str, str] = field(default_factory=dict)  # B's handles: their subscription
     issued: list[str] = field(default_factory=list)  # the prefixes handed out
     reported: dict[str, Reported] = field(default_factory=dict)  # per case
+    # The batch's deadline (checks.CASE_SECONDS, as for every client case): past it, no command
+    # is sent; the batch's cases run again one by one, each with a deadline of its own.
+    ends: float = field(default_factory=lambda: time.monotonic() + checks.CASE_SECONDS)
 
     def prefix(self, name: str) -> str:
         """A subject prefix no other pair, batch or case uses."""
@@ -223,6 +228,8 @@ class Pair:
         driver, name = (
             (self.a, f"A ({self.a_name})") if side == "a" else (self.b, f"B ({self.b_name})")
         )
+        if time.monotonic() >= self.ends:
+            raise Overrun(f"stopped at {side.upper()} {cmd}")
         try:
             result = _call(driver, name, cmd, **args)
         except Refused as exc:
@@ -391,7 +398,7 @@ def run_batch_on(
     try:
         pair = Pair(a.driver("pub"), b.driver("sub"), a.name, b.name, index)
         verdicts = run_batch(pair, batch, lambda case: lacking(case, a, b))
-    except (DriverError, Refused) as exc:
+    except (DriverError, Refused, Overrun) as exc:
         if len(batch) > 1:
             return [v for case in batch for v in run_batch_on([case], a, b, index)]
         verdicts = [_failed(batch[0], exc, pair)]
@@ -401,10 +408,10 @@ def run_batch_on(
     ]
 
 
-def _failed(case: InteropCase, exc: DriverError | Refused, pair: Pair | None) -> Verdict:
+def _failed(case: InteropCase, exc: DriverError | Refused | Overrun, pair: Pair | None) -> Verdict:
     """The verdict of a case whose drivers failed: their ruling (B died while its deliveries
     were awaited: on what the server sent it), or an error (a flush or subscribe outside the
-    case was refused: the connection is gone)."""
+    case was refused: the connection is gone; the case outlived its deadline)."""
     shown = "" if pair is None else transcript(pair, case)
     if isinstance(exc, DriverError):
         exc.server_input = exc.server_input or not exc.command

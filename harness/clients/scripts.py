@@ -5,6 +5,11 @@ This module only executes: it starts the fake server a script describes, connect
 it, runs each step (driver calls, bytes pushed, waits) and hands what came back to
 ``conformance.client_script``, which judges. One row per case, with the case's id, level and
 source, and the fake server's transcript when it did not pass.
+
+A script may declare up to 10 s for each of its steps and have as many steps as it likes, so a
+case has an overall deadline (``checks.CASE_SECONDS``, from ``Session.begin_case``): every wait
+of a step is cut at it, and a case that reaches it ends there with an ``error`` row that says
+how far it got (``Overrun``), never with a judgement on a window it was not given.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from nats_conformance.harness.clients.checks import (
     TRANSCRIPT_LINES,
     CheckResult,
     DriverVerdict,
+    Overrun,
     Session,
     Verdict,
     _answer_requests,
@@ -57,6 +63,7 @@ def run_script(
     client: ClientTarget, s: Session, case: vectors.Case, builtins: dict[str, str]
 ) -> CheckResult:
     started = time.monotonic()
+    s.begin_case()
     script = case.data["input"]
     lacking = next(filter(None, (client.lacks(n) for n in script.get("needs", []))), None)
     category = CONFORMANCE
@@ -132,7 +139,7 @@ def _execute(
     except Verdict as verdict:
         # Connecting is what some scripts judge (an INFO the library must take); what the
         # driver answered about itself is not the library's failure to connect.
-        connecting = not entered and not isinstance(verdict, DriverVerdict)
+        connecting = not entered and not isinstance(verdict, (DriverVerdict, Overrun))
         if connecting and verdict.outcome == "error" and script.get("must_connect", False):
             raise _fail(verdict.message) from None
         raise
@@ -147,15 +154,23 @@ class _Run:
     conn: FakeConnection
     info: dict[str, Any]  # the INFO the fake server sent
     variables: dict[str, str]
+    notes: list[str] = field(default_factory=list)
     mark: int = 0  # the client's operation count when the latest action began
     cursor: int = 0  # after the operation the latest `sent` found
-    notes: list[str] = field(default_factory=list)
 
     def do(self, step: Step) -> None:
+        """Run one step; past the case's deadline (before it, or after a wait it cut), an error
+        (Overrun) instead of what the step would have judged."""
+        self.s.on_time(step.path)
         data = client_script.substitute(
             {k: v for k, v in step.data.items() if k != "save"}, self.variables, step.path
         )
-        getattr(self, f"_{step.action}")(step, data)
+        try:
+            getattr(self, f"_{step.action}")(step, data)
+        except Verdict:
+            self.s.on_time(step.path)
+            raise
+        self.s.on_time(step.path)
 
     # --- actions -------------------------------------------------------------------------------
 
@@ -178,6 +193,7 @@ class _Run:
         plans = client_script.split_plans(len(pushed), data.get("split"), f"{step.path}.split")
         failed = []
         for plan in plans:
+            self.s.on_time(step.path)
             self.mark = self.conn.count()
             self.conn.send(pushed, split_at=plan, pause=data.get("pause", 0.005))
             if "event" in data:
@@ -212,7 +228,7 @@ class _Run:
         return [protocol.event_fields(e) for e in self.conn.events()]
 
     def _find(self, pattern: dict[str, Any], start: int, within: float) -> int | None:
-        deadline = time.monotonic() + within
+        deadline = time.monotonic() + self.s.left(within)
         while True:
             found = client_script.select_sent(pattern, self._ops(), start)
             if found is not None or time.monotonic() >= deadline or self._gone():
@@ -254,7 +270,7 @@ class _Run:
 
     def _client_closes(self, step: Step, data: dict[str, Any]) -> None:
         within = data.get("within", WITHIN)
-        if not self.conn.wait_closed(timeout=within):
+        if not self.conn.wait_closed(timeout=self.s.left(within)):
             raise _fail(f"the connection is still open {within:g} s later")
         self.notes.append("the library closed the connection")
 
@@ -275,7 +291,7 @@ class _Run:
         stop = (lambda e: e.get("event") == "closed") if pattern["event"] != "closed" else None
         event = self.s.wait_event(
             lambda e: client_script.event_selects(pattern, e),
-            timeout=within,
+            timeout=self.s.left(within),
             stop=stop or (lambda e: False),
         )
         if event is None:
@@ -291,7 +307,7 @@ class _Run:
         self.notes.append(f"{data['event']['event']} reported")
 
     def _no_event(self, step: Step, data: dict[str, Any]) -> None:
-        seen = self.s.seen(timeout=data.get("for", QUIET))
+        seen = self.s.seen(timeout=self.s.left(data.get("for", QUIET)))
         bad = [e for e in seen if client_script.event_selects(data["no_event"], e)]
         if bad:
             raise _fail(f"reported {excerpt(bad, 300)}")
@@ -300,7 +316,7 @@ class _Run:
         pattern, window = data["events"], data.get("for", QUIET)
         got = []
         while (e := self.s.wait_event(
-            lambda e: client_script.event_selects(pattern, e), timeout=window
+            lambda e: client_script.event_selects(pattern, e), timeout=self.s.left(window)
         )) is not None:  # fmt: skip
             got.append(base64.b64decode(e.get("payload_b64") or ""))
         if len(got) != data["count"]:

@@ -32,7 +32,8 @@ from nats_conformance.conformance import streaming_codec_client as scc
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
 from nats_conformance.conformance.verdicts import CONFORMANCE, derived_level
-from nats_conformance.harness.clients.checks import CheckResult
+from nats_conformance.harness.clients import checks
+from nats_conformance.harness.clients.checks import CheckResult, Overrun
 from nats_conformance.harness.clients.driver import (
     DriverError,
     DriverProcess,
@@ -48,6 +49,7 @@ from nats_conformance.harness.clients.targets import (
     pinned_version,
     source_problem,
 )
+from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.servers.specs import RunningServer
 
 PROTOCOL = "nats-conformance-stan-driver/1"
@@ -119,7 +121,7 @@ class StreamingClient:
         if not hello.ok:
             driver.close()
             raise ClientError(f"{self.name}: hello failed: {hello.error_message}")
-        self.version = hello.result["version"]
+        self.version = bounded(hello.result["version"], NAME_LIMIT)  # every row repeats it
         self.capabilities = frozenset(hello.result["capabilities"])
         return driver
 
@@ -319,8 +321,13 @@ def _run(
 def _take_steps(
     session: _Session, url: str, after: Callable[[dict[str, Any]], None] = lambda s: None
 ) -> None:
-    """The session's steps, up to the first that fails; ``after`` runs after each one."""
-    for step in session.inp["steps"]:
+    """The session's steps, up to the first that fails; ``after`` runs after each one. A
+    session past its deadline (checks.CASE_SECONDS: it may declare any number of steps, each
+    bounded) ends as an error."""
+    deadline = time.monotonic() + checks.CASE_SECONDS
+    for i, step in enumerate(session.inp["steps"]):
+        if time.monotonic() >= deadline:
+            raise Ruled(Ruling("error", Overrun(f"stopped at input.steps[{i}]").message))
         reported = session.step(step, url)
         session.observed.steps.append(reported)
         if not reported.ok:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from nats_conformance.harness.clients.driver import DriverError, DriverProcess, capability_names
+from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.runtime import builds, containers, state
 from nats_conformance.harness.runtime.containers import ContainerError
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
@@ -675,19 +676,24 @@ class ClientTarget:
             raise ClientError(f"the {self.name} driver does not answer hello: {exc}") from None
         if not reply.ok:
             raise ClientError(f"the {self.name} driver refused hello: {reply.error_message}")
-        self.hello = reply.result
+        # Its names are stored bounded: every row repeats them (capabilities are the schema's
+        # words).
+        self.hello = {
+            key: bounded(value, NAME_LIMIT) if isinstance(value, str) else value
+            for key, value in reply.result.items()
+        }
         if self.spec.command:  # the program says which library it drives
-            self.library = reply.result["library"]
+            self.library = self.hello["library"]
         declared = reply.result.get("capabilities")
         self.capabilities = frozenset(declared) if declared is not None else None
         if self.spec.version_pin and not _same_version(
             self.spec.version_pin, reply.result["version"]
         ):
             raise ClientError(
-                f"the {self.name} driver loaded {self.library} {reply.result['version']}, "
+                f"the {self.name} driver loaded {self.library} {self.hello['version']}, "
                 f"not {self.spec.version_pin}"
             )
-        self.version = reply.result["version"]
+        self.version = self.hello["version"]
 
     def lacks(self, capability: str) -> str | None:
         """Why a case needing ``capability`` is skipped (the library lacks it), without a call

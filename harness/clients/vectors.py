@@ -720,6 +720,7 @@ def _run_case(
     r: PathRun, path: ClientPath, case: vectors.Case, specs: list[RowSpec]
 ) -> list[CheckResult]:
     started = time.monotonic()
+    r.s.begin_case()  # a call past checks.CASE_SECONDS ends the case as an error (Overrun)
     produced: dict[str, Judgement] = {}
     ending: Verdict | None = None
     try:

@@ -13,6 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.runtime import processes
 from nats_conformance.harness.runtime.state import locked
 from nats_conformance.harness.servers.specs import TargetError, TargetSpec
@@ -114,4 +115,4 @@ def binary_version(binary: Path) -> str:
         raise TargetError(f"{binary} --version did not end within {VERSION_TIMEOUT:g} s")
     if done.status != 0 or found is None:
         raise TargetError(f"{binary} --version names no version (exit {done.status}): {output!r}")
-    return found.group(1)
+    return bounded(found.group(1), NAME_LIMIT)  # every row repeats it

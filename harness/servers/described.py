@@ -11,20 +11,32 @@ The description is a TOML file; relative program paths are relative to its direc
 ``{port}`` is a free port on 127.0.0.1 the suite picks, ``{host}`` is 127.0.0.1, ``{dir}`` the
 server's own directory. A server given no configuration ("none") is not configurable: cases that
 need one are skipped with the reason, as for url: targets.
+
+The two regexes are the user's, and Python's ``re`` backtracks: a pattern such as ``(a+)+$`` on a
+long line runs for ever, holding the interpreter lock, so neither a thread nor a deadline checked
+between searches can stop it, and no test on a pattern's text can tell every slow one. Each search
+therefore runs in a child process (``bounded_search``) that is killed at the deadline the search
+is under: the readiness deadline for ``ready.log``, the version command's for ``version.regex``.
+A pattern keeps the meaning ``re`` gives it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
+import time
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.runtime import processes
 from nats_conformance.harness.servers import launch
 from nats_conformance.harness.servers.config import config_text
@@ -34,6 +46,7 @@ from nats_conformance.harness.servers.specs import TargetError
 HOST = "127.0.0.1"
 VERSION_TIMEOUT = 10.0  # seconds the version command may take
 VERSION_OUTPUT = 4096  # bytes of its output kept
+REGEX_LIMIT = 4096  # characters of a regex (it is passed to the searching child on its argv)
 _KEYS = {"command", "config", "ready", "version"}
 _CONFIGS = ("nats-server", "none")
 Bad = Callable[[str], TargetError]
@@ -97,6 +110,8 @@ def _argv(value: Any, key: str, base: Path, bad: Bad) -> tuple[str, ...]:
 def _regex(value: Any, key: str, bad: Bad) -> re.Pattern[str]:
     if not isinstance(value, str):
         raise bad(f"{key} must be a regex string")
+    if len(value) > REGEX_LIMIT or "\0" in value:
+        raise bad(f"{key} must be at most {REGEX_LIMIT} characters, without NUL")
     try:
         return re.compile(value)
     except re.error as exc:
@@ -115,14 +130,56 @@ def command_version(description: Description) -> str:
     output = done.text()
     if done.status is None:
         raise TargetError(f"{' '.join(argv)} did not end within {VERSION_TIMEOUT:g} s")
-    found = description.version_regex.search(output)
-    if done.status != 0 or found is None:
-        pattern = description.version_regex.pattern
+    pattern = description.version_regex
+    found = None if done.status != 0 else bounded_search(pattern, output, VERSION_TIMEOUT)
+    if found is None:
         raise TargetError(
-            f"{' '.join(argv)} (exit {done.status}) printed nothing matching {pattern!r}: "
-            f"{output!r}"
+            f"{' '.join(argv)} (exit {done.status}) printed nothing matching "
+            f"{pattern.pattern!r}: {output!r}"
         )
-    return found.group(1) if found.groups() else found.group(0)
+    return bounded(found, NAME_LIMIT)  # stored in every row: a name, not a message
+
+
+class SearchTimeout(TargetError):
+    """A regex search that did not end within its deadline."""
+
+
+# The child of bounded_search: the pattern on its argv, the text on stdin; it prints JSON: null
+# (no match), or the match's first group (its whole match when it has no group; "" for a group
+# that took no part).
+_SEARCH = """\
+import json, re, sys
+found = re.compile(sys.argv[1]).search(sys.stdin.buffer.read().decode())
+print(json.dumps(None if found is None else (found.group(1) if found.groups() else found[0]) or ""))
+"""
+
+
+def bounded_search(pattern: re.Pattern[str], text: str, seconds: float) -> str | None:
+    """``pattern.search(text)`` run in a child process killed after ``seconds``: its first group
+    (the whole match when it has none), or None when it does not match. SearchTimeout when the
+    search outlives ``seconds`` (a pattern that backtracks without end, say)."""
+    argv = [sys.executable, "-I", "-S", "-c", _SEARCH, pattern.pattern]
+    try:
+        child = processes.SPAWNER.popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+    except OSError as exc:
+        raise TargetError(f"cannot search with {pattern.pattern!r}: {exc}") from None
+    try:
+        out, _ = child.communicate(text.encode(), timeout=max(seconds, 0.0))
+    except BaseException as exc:
+        processes.stop_process(child, grace=0.0)  # not reaped yet: its group is still its own
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise SearchTimeout(
+                f"the regex {bounded(pattern.pattern, 200)!r} did not finish searching "
+                f"{len(text)} characters within {seconds:.3g} s: a pattern that backtracks?"
+            ) from None
+        raise
+    processes.release(child.pid)  # reaped by communicate; only its control group is left
+    if child.returncode != 0:
+        raise TargetError(f"searching with {pattern.pattern!r} failed (exit {child.returncode})")
+    found: str | None = json.loads(out)
+    return found
 
 
 def _free_port() -> int:
@@ -131,6 +188,24 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind((HOST, 0))
         return int(probe.getsockname()[1])
+
+
+def _logged(pattern: re.Pattern[str], port: int, seconds: float) -> Ready:
+    """Ready once the log has a match of ``pattern``; each search bounded by what is left of
+    ``seconds`` from now (the readiness deadline), so it cannot outlive the deadline."""
+    deadline = time.monotonic() + seconds
+
+    def ready(watch: processes.LogWatch) -> int | None:
+        for piece in watch.pieces():
+            try:
+                seen = bounded_search(pattern, piece, deadline - time.monotonic()) is not None
+            except SearchTimeout as exc:
+                raise TargetError(f"ready.log: {exc} (the readiness deadline)") from None
+            if seen:
+                return port
+        return None
+
+    return ready
 
 
 def _accepting(port: int) -> Ready:
@@ -165,9 +240,9 @@ def launch_described(
     ready = (
         _accepting(port)
         if description.ready_log is None
-        else launch.when_logged(description.ready_log, lambda: port)
+        else _logged(description.ready_log, port, launch.READY_TIMEOUT)
     )
-    return launch.run_server(argv, log, version, pids_dir, ready)
+    return launch.run_server(argv, log, version, pids_dir, ready, launch.READY_TIMEOUT)
 
 
 def _filled(arg: str, values: Mapping[str, str]) -> str:

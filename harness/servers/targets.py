@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from nats_conformance.conformance.protocol import Direction, Info, Parser
+from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.runtime import containers, processes
 from nats_conformance.harness.runtime.containers import ContainerError
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
@@ -35,6 +36,11 @@ from nats_conformance.harness.servers.specs import RunningServer, TargetError, T
 class GreetingError(TargetError):
     """A server answers but does not greet with INFO: a finding the run records as result rows,
     unlike a target that cannot be reached at all."""
+
+
+def _info_version(info: dict[str, Any]) -> str:
+    """The version a server's INFO names, bounded: every row repeats it."""
+    return bounded(str(info.get("version", "unknown")), NAME_LIMIT)
 
 
 def _server_info(host: str, port: int, timeout: float = 3.0) -> dict[str, Any]:
@@ -113,7 +119,7 @@ class ServerTarget:
                 info = _server_info(self._host, self._port)
             except GreetingError:
                 info = {}  # its cases find the broken greeting and say so, row by row
-            self._version = str(info.get("version", "unknown"))
+            self._version = _info_version(info)
             return
         self._binary = binaries.resolve_binary(spec.inner or spec, self._state_dir)
         self._version = binaries.binary_version(self._binary)
@@ -145,7 +151,7 @@ class ServerTarget:
         except BaseException:
             self.close()
             raise
-        self._version = str(info.get("version", "unknown"))
+        self._version = _info_version(info)
         key = json.dumps({})
         found = self._servers[key]
         if isinstance(found, Launched):
