@@ -349,8 +349,9 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
     connection (the server closes it); of a client they say only that after a closing -ERR "the
     client should clean up relevant resources", which the wire cannot show. So whether a client
     closes the connection or reports an error after bad bytes or an -ERR is recorded in the
-    observation, not judged; a client that does none of that and does not answer the PING after
-    the bytes either has hung (a robustness failure, whatever the case's level).
+    observation, not judged; a client that does none of that and answers neither PING sent after
+    the bytes (the second in case the first ended a line the bytes left open) has hung (a
+    robustness failure, whatever the case's level).
     """
     from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
 
@@ -369,7 +370,7 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
         hung = got.probed and not (alive or got.closed or got.errors)
         if hung:
             problems.append("hung: it neither closed the connection, reported an error nor "
-                            "answered the PING sent after the bytes")  # fmt: skip
+                            "answered the PINGs sent after the bytes")  # fmt: skip
     elif expect.get("incomplete", False):
         if got.closed:
             problems.append("closed the connection on an operation that had not ended yet")
