@@ -868,7 +868,11 @@ def _selection_options(parser: argparse.ArgumentParser) -> None:
         help="only case ids matching GLOB (fnmatch; repeatable)",
     )
     parser.add_argument(
-        "--group", action="append", metavar="G", help="only cases of rule group G (repeatable)"
+        "--group",
+        action="append",
+        metavar="GLOB",
+        help="only cases of a rule group matching GLOB, e.g. protocol.pub or 'protocol.*' "
+        "(repeatable)",
     )
     parser.add_argument(
         "--level", action="append", choices=LEVELS, help="only cases of this level (repeatable)"

@@ -1,4 +1,4 @@
-"""Which cases a run takes: ``--case GLOB``, ``--group G``, ``--level L``, ``--role R``.
+"""Which cases a run takes: ``--case GLOB``, ``--group GLOB``, ``--level L``, ``--role R``.
 
 The same filters apply to every kind of case (server vectors, client-role vectors, interop and
 streaming vectors, the fake-server client checks), so a selection means one thing everywhere.
@@ -47,7 +47,7 @@ class Candidate:
 @dataclass(frozen=True)
 class Selection:
     """The filters of one run: a case is selected when every given kind of filter has a value it
-    matches (globs on ids, exact groups, levels and roles); no filter selects everything."""
+    matches (globs on ids and groups, exact levels and roles); no filter selects everything."""
 
     cases: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
@@ -61,7 +61,7 @@ class Selection:
     def matches(self, c: Candidate) -> bool:
         return (
             (not self.cases or any(c.named_by(glob) for glob in self.cases))
-            and (not self.groups or c.group in self.groups)
+            and (not self.groups or any(fnmatchcase(c.group, glob) for glob in self.groups))
             and (not self.levels or c.level in self.levels)
             and (not self.roles or any(role in self.roles for role in c.roles))
         )
@@ -70,7 +70,7 @@ class Selection:
         """Each filter (``--case GLOB``, ...) that matches none of ``candidates`` on its own."""
         filters: list[tuple[str, tuple[str, ...], Callable[[Candidate, str], bool]]] = [
             ("--case", self.cases, Candidate.named_by),
-            ("--group", self.groups, lambda c, group: c.group == group),
+            ("--group", self.groups, lambda c, glob: fnmatchcase(c.group, glob)),
             ("--level", self.levels, lambda c, level: c.level == level),
             ("--role", self.roles, lambda c, role: role in c.roles),
         ]

