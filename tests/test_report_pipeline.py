@@ -562,3 +562,25 @@ def test_behaviour_groups_each_newest_observation_once_diverging_first(
         assert len({o.observed for o in b.observations}) == len(b.observations)
         assert b.diverges == (len(b.observations) > 1)
     assert [b.diverges for b in found] == sorted((b.diverges for b in found), reverse=True)
+
+
+def test_rows_under_a_former_id_read_under_the_current_one(spark: Any) -> None:
+    from nats_conformance.conformance import vectors
+    from nats_conformance.reports import history
+
+    renames = vectors.renames(
+        [
+            vectors.Case(
+                "f.json",
+                "g",
+                {"id": "c.new", "aliases": ["c.old"], "row_aliases": {"hpub": ["client.hpub.c"]}},
+            )
+        ]
+    )
+    ids = ["c.old", "c.old@hmsg", "c.old@a@b", "client.hpub.c", "client.hpub.c@x", "c.new@hpub",
+           "c.oldest", "c.oldest@hmsg", "other", "other@c.old", ""]  # fmt: skip
+    frame = spark.createDataFrame([(i,) for i in ids], "case_id string")
+    got = [r.case_id for r in history.current_ids(frame, renames).collect()]
+    assert got == [renames.current(i) for i in ids]
+    assert got[:4] == ["c.new", "c.new@hmsg", "c.new@a@b", "c.new@hpub"]
+    assert history.current_ids(frame, vectors.Renames()) is frame
