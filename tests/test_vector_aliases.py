@@ -131,3 +131,43 @@ def test_the_bundled_former_ids_hold_up() -> None:
     loaded = vectors.load_all([vectors.BUNDLED_DIR])
     assert vectors.alias_problems(loaded.cases) == []
     assert vectors.bundled_renames() == vectors.renames(loaded.cases)
+
+
+# Few names, so that cases, aliases and row aliases collide often.
+small_ids = st.sampled_from(["t.a", "t.b", "t.c", "t.d"])
+former_rows = small_ids | st.builds("{}@{}".format, small_ids, st.sampled_from(["x", "y"]))
+cases_with_formers = st.lists(
+    st.fixed_dictionaries(
+        {"id": small_ids},
+        optional={
+            "aliases": st.lists(small_ids, min_size=1, max_size=2, unique=True),
+            "row_aliases": st.dictionaries(
+                st.sampled_from(["x", "y"]),
+                st.lists(former_rows, min_size=1, max_size=2, unique=True),
+                max_size=2,
+            ),
+        },
+    ),
+    min_size=1,
+    max_size=3,
+    unique_by=lambda data: data["id"],
+)
+
+
+@given(cases_with_formers, st.sampled_from(["x", "y", "z"]))
+def test_former_ids_that_pass_the_check_never_move_a_current_row(
+    datas: list[dict], path: str
+) -> None:
+    """Whatever former ids the cases keep: when ``vectors check`` accepts them, every current
+    case and row keeps its id, and every former id goes to the case (or row) that keeps it."""
+    cases = [_case(data["id"], **data) for data in datas]
+    if vectors.alias_problems(cases):
+        return
+    renamed = vectors.renames(cases)
+    for case in cases:
+        assert renamed.current(case.id) == case.id
+        assert renamed.current(f"{case.id}@{path}") == f"{case.id}@{path}"
+        for alias in case.data.get("aliases", []):
+            assert renamed.current(f"{alias}@{path}") == f"{case.id}@{path}"
+        for row, formers in case.data.get("row_aliases", {}).items():
+            assert all(renamed.current(former) == f"{case.id}@{row}" for former in formers)
