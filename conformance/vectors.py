@@ -337,20 +337,75 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
     return result
 
 
-def alias_problems(cases: list[Case]) -> list[Problem]:
-    """An alias (a former id, kept so baselines and history carry over) that is another case's
-    id or alias: it would carry one case's history over to another."""
-    owners: dict[str, Case] = {}
+ROW = "@"  # a row's id is <case id>, or <case id>@<path> for a case that reaches by paths
+
+
+def _former_ids(case: Case) -> Iterator[tuple[str, str, str]]:
+    """(field, former id, current id) for each former id a case keeps: its ``aliases`` (its
+    former ids) and ``row_aliases`` (former ids of its rows, by path)."""
+    for i, alias in enumerate(case.data.get("aliases", [])):
+        yield f"aliases[{i}]", alias, case.id
+    for path, formers in case.data.get("row_aliases", {}).items():
+        for i, former in enumerate(formers):
+            yield f"row_aliases.{path}[{i}]", former, f"{case.id}{ROW}{path}"
+
+
+@dataclass(frozen=True)
+class Renames:
+    """Former ids to current ones (``renames``): what carries the baseline entries and the
+    history of a renamed case, or of a row that moved, over to its current id."""
+
+    cases: dict[str, str] = field(default_factory=dict)  # former case id -> current case id
+    rows: dict[str, str] = field(default_factory=dict)  # former row id -> current row id
+
+    def current(self, row_id: str) -> str:
+        """The current id of a row id (or a case id): a former row's current row; the row
+        ``OLD@path`` of a renamed case, the same row ``NEW@path`` of the case now; any other id
+        as it is."""
+        if (moved := self.rows.get(row_id)) is not None:
+            return moved
+        case, at, path = row_id.partition(ROW)
+        renamed = self.cases.get(case)
+        return row_id if renamed is None else f"{renamed}{at}{path}"
+
+
+def renames(cases: Iterable[Case]) -> Renames:
+    """The former ids the cases keep (``aliases``, ``row_aliases``), mapped to their current
+    ids. ``alias_problems`` holds them to one owner each and to names nothing current."""
+    out = Renames()
     for case in cases:
-        owners.setdefault(case.id, case)
+        for _, former, current in _former_ids(case):
+            (out.rows if ROW in current else out.cases)[former] = current
+    return out
+
+
+def alias_problems(cases: list[Case]) -> list[Problem]:
+    """A former id (an alias or a row alias: kept so baselines and history carry over) that
+    names a current case or a row of one (``ID``, ``ID@path``), or that an earlier case or row
+    claims (an alias ``OLD`` claims every ``OLD@path``): it would carry one case's or row's
+    history over to another."""
+    current: dict[str, Case] = {}
+    for case in cases:
+        current.setdefault(case.id, case)
+    claimed: dict[str, tuple[Case, str]] = {}  # former id -> the first case and field claiming it
+    # The case part of each former id (``OLD`` of ``OLD@path``), with its first claim.
+    claimed_rows: dict[str, tuple[Case, str]] = {}
     problems = []
     for case in cases:
-        for i, alias in enumerate(case.data.get("aliases", [])):
-            owner = owners.setdefault(alias, case)
-            if owner is not case:
-                what = "the id" if alias == owner.id else "an alias"
-                message = f"{alias!r} is {what} of case {owner.id} (in {owner.file})"
-                problems.append(Problem(case.file, case.id, f"aliases[{i}]", message))
+        for where, former, _ in _former_ids(case):
+            head, at, _ = former.partition(ROW)
+            if (owner := current.get(head)) is not None:
+                what = "a row" if at else "the id"
+                message = f"{former!r} is {what} of case {owner.id} (in {owner.file})"
+            elif rival := claimed.get(former) or (claimed if at else claimed_rows).get(head):
+                claimer, by = rival
+                what = "an alias" if by.startswith("aliases") else f"claimed by {by}"
+                message = f"{former!r} is {what} of case {claimer.id} (in {claimer.file})"
+            else:
+                claimed[former] = (case, where)
+                claimed_rows.setdefault(head, (case, where))
+                continue
+            problems.append(Problem(case.file, case.id, where, message))
     return problems
 
 
@@ -358,6 +413,13 @@ def alias_problems(cases: list[Case]) -> list[Problem]:
 def bundled_cases() -> tuple[Case, ...]:
     """The cases the suite ships (read once: the reports and the client checks all use them)."""
     return tuple(load_all([BUNDLED_DIR]).cases)
+
+
+@cache
+def bundled_renames() -> Renames:
+    """The former ids the bundled cases keep (what the baseline and the reports read old rows
+    by)."""
+    return renames(bundled_cases())
 
 
 # --- evaluation -------------------------------------------------------------------------------

@@ -26,6 +26,10 @@ not a message: messages carry times and names that change between runs. Every en
 version: format 3 has no ``*`` (an entry for versions not yet seen would accept failures nobody
 has looked at). Format-2 files (messages, ``*`` versions, ``{"message", "upstream"}``) and
 format-1 files (keyed by target spec) still load, their entries classed as their marks say.
+
+Case ids are stable: an entry under a former id of a case or of a row (the vectors' ``aliases``
+and ``row_aliases``: ``conformance.vectors.renames``) is the current id's entry, and is written
+under the current id.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from nats_conformance.conformance.vectors import Case, json_depth
+from nats_conformance.conformance.vectors import Case, Renames, bundled_renames, json_depth
 from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.implementations import implementation, spec_version
 from nats_conformance.harness.results import ResultRow
@@ -86,15 +90,25 @@ class Baseline:
     """Expected must-level failures per implementation and version (see the module docstring)."""
 
     expected: Entries = field(default_factory=dict)
+    # Former case and row ids to current ones: an entry, or a row, under a former id is the
+    # current id's (an entry under the current id wins over one under a former id).
+    renames: Renames = field(default_factory=Renames, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.expected = _renamed(self.expected, self.renames)
 
     @classmethod
-    def load(cls, path: Path, *, missing_ok: bool = False) -> Baseline:
+    def load(
+        cls, path: Path, *, missing_ok: bool = False, renames: Renames | None = None
+    ) -> Baseline:
         """The baseline in ``path``; an empty one when it does not exist and ``missing_ok`` (a
         baseline update creates it), else a ``BaselineError``: a misspelt path must not pass as
-        "nothing expected"."""
+        "nothing expected". Entries under former ids are read as the current ids' by
+        ``renames`` (default: the former ids the bundled vectors keep)."""
+        renames = bundled_renames() if renames is None else renames
         if not path.exists():
             if missing_ok:
-                return cls()
+                return cls(renames=renames)
             raise BaselineError(
                 f"{path}: no such baseline (create it with --baseline-update --baseline {path})"
             )
@@ -102,9 +116,9 @@ class Baseline:
         found = data.get("format") if isinstance(data, dict) else None
         expected = data.get("expected_failures") if isinstance(data, dict) else None
         if found == FORMAT_1 and _is_table(expected, depth=2, leaf=_is_format_2_entry):
-            return cls(_classed(_from_format_1(path, expected)))
+            return cls(_classed(_from_format_1(path, expected)), renames)
         if found == FORMAT_2 and _is_table(expected, depth=3, leaf=_is_format_2_entry):
-            return cls(_classed(expected))
+            return cls(_classed(expected), renames)
         if found != BASELINE_FORMAT or not _is_table(expected, depth=3, leaf=_is_entry):
             raise BaselineError(
                 f"{path}: not a baseline (format {BASELINE_FORMAT!r} with "
@@ -117,13 +131,14 @@ class Baseline:
             raise BaselineError(
                 f"{path}: a format-3 entry names its version; '{ANY_VERSION}' is not a version"
             )
-        return cls(expected)
+        return cls(expected, renames)
 
     def entry(self, target: str, version: str, case_id: str) -> Entry | None:
-        """The baseline's entry for the case at that implementation and version (None: not
-        listed)."""
+        """The baseline's entry for the case (or row: a former id reads as the current one) at
+        that implementation and version (None: not listed)."""
         versions = self.expected.get(implementation(target), {})
-        return versions.get(version, versions.get(ANY_VERSION, {})).get(case_id)
+        cases = versions.get(version, versions.get(ANY_VERSION, {}))
+        return cases.get(self.renames.current(case_id))
 
     def upstream(self, target: str, version: str, case_id: str) -> str | None:
         """The URL of the implementation's bug report the entry names, if any."""
@@ -152,22 +167,24 @@ class Baseline:
         is a deviation from ``statement(case id)``, the statement the case cites; one that
         failed in some runs and passed in others did not reproduce, so it is flaky, never a
         deviation. A case that was flaky or an upstream bug keeps its class (flaky ones pass
-        or fail). Entries of everything else are kept."""
+        or fail). Entries of everything else are kept. A row under a former id counts as the
+        current id's."""
         failing: dict[tuple[str, str], dict[str, list[ResultRow]]] = {}
         passing: set[tuple[str, str, str]] = set()
         for row in rows:
             key = (implementation(row.target), row.target_version)
             entries = failing.setdefault(key, {})
+            case_id = self.renames.current(row.case_id)
             if gates(row) and row.outcome in FAILING:
-                entries.setdefault(row.case_id, []).append(row)
+                entries.setdefault(case_id, []).append(row)
             elif row.outcome == "pass":
-                passing.add((*key, row.case_id))
+                passing.add((*key, case_id))
         fresh = {
             key: {
                 case_id: (
                     {"class": "flaky", "reason": reason_of(failed[-1])}
                     if (*key, case_id) in passing
-                    else _deviation(reason_of(failed[-1]), _broken(failed[-1], statement))
+                    else _deviation(reason_of(failed[-1]), _broken(case_id, failed[-1], statement))
                 )
                 for case_id, failed in entries.items()
             }
@@ -182,7 +199,7 @@ class Baseline:
             for case_id, entry in entries.items():
                 if old.get(case_id, {}).get("class") == "upstream-bug":
                     entries[case_id] = old[case_id] | {"reason": entry["reason"]}
-        return Baseline(_nested(kept | fresh))
+        return Baseline(_nested(kept | fresh), self.renames)
 
     def save(self, path: Path) -> None:
         """Write the baseline: one line per entry, sorted, so a diff shows what changed."""
@@ -280,10 +297,10 @@ def cited_statement(cases: Iterable[Case]) -> Callable[[str], str | None]:
     return lambda row_id: first.get(row_id.partition("@")[0])
 
 
-def _broken(row: ResultRow, statement: Callable[[str], str | None]) -> str | None:
-    """The statement a failing row deviates from: its case's citation; none for a crash or a
-    hang, which breaks no sentence (robustness needs none)."""
-    return None if row.category == ROBUSTNESS else statement(row.case_id)
+def _broken(case_id: str, row: ResultRow, statement: Callable[[str], str | None]) -> str | None:
+    """The statement a failing row (of ``case_id``) deviates from: its case's citation; none
+    for a crash or a hang, which breaks no sentence (robustness needs none)."""
+    return None if row.category == ROBUSTNESS else statement(case_id)
 
 
 def reason_of(row: ResultRow) -> str:
@@ -343,6 +360,22 @@ def _classed(entries: dict[str, dict[str, dict[str, Any]]]) -> Entries:
                 else:
                     entry = _deviation(reason, None)
                 out.setdefault(impl, {}).setdefault(version, {})[case_id] = entry
+    return out
+
+
+def _renamed(expected: Entries, renames: Renames) -> Entries:
+    """``expected`` with each entry under a former case or row id under the current id; where
+    both are listed, the entry under the current id."""
+    out: Entries = {}
+    for impl, versions in expected.items():
+        for version, cases in versions.items():
+            current: dict[str, Entry] = {}
+            # Former ids first, so that an entry under the current id has the last word.
+            for case_id, entry in sorted(
+                cases.items(), key=lambda c: renames.current(c[0]) == c[0]
+            ):
+                current[renames.current(case_id)] = entry
+            out.setdefault(impl, {})[version] = dict(sorted(current.items()))
     return out
 
 

@@ -22,16 +22,18 @@ Key = tuple[str, str, str]  # (run_id, target, case_id)
 
 
 def load(files: Iterable[Path], wanted: set[Key]) -> dict[Key, dict[str, Any]]:
-    """The side-file entries of ``wanted`` rows; a line that is not an entry is passed over
+    """The side-file entries of ``wanted`` rows (an entry under a former case id is the current
+    id's, as the rows are: ``history.current_ids``); a line that is not an entry is passed over
     (side files only add to a report; the rows themselves are validated elsewhere)."""
     found: dict[Key, dict[str, Any]] = {}
+    renames = vectors.bundled_renames()
     for path in files:
         with path.open(encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 try:
                     entry = json.loads(line)
-                    key = (entry["run_id"], entry["target"], entry["case_id"])
-                except (json.JSONDecodeError, KeyError, TypeError):
+                    key = (entry["run_id"], entry["target"], renames.current(entry["case_id"]))
+                except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
                     continue
                 if key in wanted:
                     found[key] = {

@@ -16,6 +16,10 @@ Each row also has a bounded ``target_dir``, the target's directory in the summar
 (``partition_name``; in the old layout, the row's directory). The row's ``category`` and
 ``observed`` (``harness.results.LATER_KEYS``) are absent from files written before they existed,
 in any layout: such rows read with those keys' defaults.
+
+Case ids are stable: a row stored under a former id of a case or of a row (the vectors'
+``aliases`` and ``row_aliases``) reads under the current id (``current_ids``), so a case's history
+runs on across a rename.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nats_conformance.conformance.vectors import ROW, Renames, bundled_renames
 from nats_conformance.harness.results import LATER_KEYS, ROW_KEYS
 
 if TYPE_CHECKING:
@@ -119,9 +124,33 @@ def exists(spark: SparkSession, store: str) -> bool:
     )
 
 
+def current_ids(rows: DataFrame, renames: Renames | None = None) -> DataFrame:
+    """``rows`` with each ``case_id`` under a former case or row id replaced by the current id,
+    as ``renames`` (default: the bundled vectors') gives it (``Renames.current``)."""
+    from pyspark.sql import functions as F
+
+    renames = bundled_renames() if renames is None else renames
+    if not renames.cases and not renames.rows:
+        return rows
+
+    def table(mapping: dict[str, str]) -> Column:
+        return F.create_map(*[F.lit(text) for pair in sorted(mapping.items()) for text in pair])
+
+    case_id = F.col("case_id")
+    head = F.substring_index(case_id, ROW, 1)  # the case part, before the first ROW
+    path = F.substr(case_id, F.length(head) + 1)  # ROW and the path, or ""
+    choices = []
+    if renames.rows:
+        choices.append(F.try_element_at(table(renames.rows), case_id))
+    if renames.cases:
+        choices.append(F.concat(F.try_element_at(table(renames.cases), head), path))
+    return rows.withColumn("case_id", F.coalesce(*choices, case_id))
+
+
 def load(spark: SparkSession, store: str) -> DataFrame:
-    """The store's rows, of both layouts: the row fields (``target`` the full name), ``ts``,
-    ``run_date``, and ``target_dir`` (to read only the rows of some targets and dates)."""
+    """The store's rows, of both layouts: the row fields (``target`` the full name; ``case_id``
+    the current id: ``current_ids``), ``ts``, ``run_date``, and ``target_dir`` (to read only the
+    rows of some targets and dates)."""
     from pyspark.sql import functions as F
 
     frames = []
@@ -150,7 +179,7 @@ def load(spark: SparkSession, store: str) -> DataFrame:
         return spark.createDataFrame(
             [], f"{columns}, ts timestamp, run_date string, target_dir string"
         )
-    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+    return current_ids(frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1]))
 
 
 @dataclass(frozen=True)

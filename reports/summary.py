@@ -66,12 +66,17 @@ def _path(store: str, table: str) -> str:
 
 
 def load(spark: SparkSession, store: str) -> Summaries:
-    """The summaries of ``store`` as written (current after ``update``)."""
+    """The summaries of ``store`` as written (current after ``update``), with the current ids of
+    cases summarised under a former id (``history.current_ids``: a case renamed since)."""
     from pyspark.sql import functions as F
 
     tables = {t: spark.read.schema(SCHEMAS[t]).parquet(_path(store, t)) for t in SCHEMAS}
     observed = F.coalesce("observed", F.lit(LATER_KEYS["observed"]))
-    return Summaries(**tables | {"newest": tables["newest"].withColumn("observed", observed)})
+    return Summaries(
+        runs=tables["runs"],
+        cases=history.current_ids(tables["cases"]),
+        newest=history.current_ids(tables["newest"].withColumn("observed", observed)),
+    )
 
 
 def prepare(spark: SparkSession, store: str, *, full: bool = False) -> DataFrame:

@@ -161,6 +161,11 @@ def test_nats_py_known_behaviour(nats_py_rows: list[CheckResult]) -> None:
     for path in ("decode", "hmsg"):
         assert by_id[f"headers.parse.multi-value.order@{path}"].outcome == "fail"
         assert by_id[f"headers.parse.doc.adr4-one-header@{path}"].outcome == "pass"
+    # Its publish sends the headers it takes as the documents write them, refuses names the
+    # documents refuse, and sends a CR or LF in a value as other bytes (ADR-4: must refuse).
+    assert by_id["headers.encode.doc.cp-bar-baz@hpub"].outcome == "pass"
+    assert by_id["headers.encode.error.name-colon@hpub"].outcome == "pass"
+    assert by_id["headers.encode.error.value-crlf-injection@hpub"].outcome == "fail"
     # A subject with a space is refused or sent unchanged, never split into subject and reply.
     outcomes = Counter(r.outcome for r in nats_py_rows if r.case_id.endswith("@publish"))
     assert outcomes["pass"] > 0
@@ -168,6 +173,35 @@ def test_nats_py_known_behaviour(nats_py_rows: list[CheckResult]) -> None:
     assert by_id["headers.parse.doc.adr4-one-header@decode"].level == "must"
     not_reached = [r for r in nats_py_rows if r.case_id.endswith("@client")]
     assert not_reached and all(r.outcome == "skip" for r in not_reached)
+
+
+def test_hpub_publishes_every_encode_case_without_a_status_line() -> None:
+    """The hpub path asks each headers.encode case a publish can express (header fields, no
+    status line), needs the headers capability, and each of its rows keeps the id it had as a
+    check of its own (``row_aliases``), so baselines and history carry over."""
+    [hpub] = [path for path in client_vectors.PATHS["headers.encode"] if path.name == "hpub"]
+    assert hpub.capability == "headers"
+    encode = _of("headers.encode")
+    asked = [case for case in encode if hpub.applies(case)]
+    assert asked and len(asked) < len(encode)
+    for case in encode:
+        no_status = all(case.data["input"].get(k) is None for k in ("status", "description"))
+        assert hpub.applies(case) == no_status, case.id
+    renames = vectors.renames(BUNDLED)
+    for case in asked:
+        former = "client.hpub.headers." + case.id.removeprefix("headers.encode.")
+        assert renames.current(former) == f"{case.id}@hpub"
+
+
+def test_every_former_row_id_names_a_row_the_paths_give() -> None:
+    """A row alias carries history over to a row that exists: one the client paths list (and
+    the pytest plugin collects)."""
+    from nats_conformance.harness.plugin import client_row_ids
+
+    rows = {row_id for row_id, _ in client_row_ids(BUNDLED)}
+    moved = vectors.renames(BUNDLED).rows
+    assert moved and set(moved.values()) <= rows
+    assert not set(moved) & rows  # and no former id is a row of today
 
 
 def test_invalid_blocks_get_a_survival_row_at_their_level(nats_py_rows: list[CheckResult]) -> None:

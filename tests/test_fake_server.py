@@ -1,5 +1,5 @@
-"""The fake server against a raw socket client, and the client checks (the script vectors and the
-HPUB header rows) against real drivers."""
+"""The fake server against a raw socket client, and the client checks (the script vectors) against
+real drivers."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from nats_conformance.harness.clients import checks as client_checks
 from nats_conformance.harness.clients import fake_server
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients.checks import run_client_checks, write_result
-from nats_conformance.harness.clients.driver import DriverError, DriverProcess
 from nats_conformance.harness.clients.fake_server import (
     DEFAULT_INFO,
     PADDING_FIELD,
@@ -398,12 +397,6 @@ def test_rows_are_unique_and_well_formed() -> None:
     assert {c.level for c in SCRIPTS} | {d.level for d in client_checks.all_definitions()} <= LEVELS
 
 
-def test_hpub_cases_are_the_encode_vectors_without_status() -> None:
-    cases = client_checks.header_encode_cases()
-    assert cases
-    assert all(c.data["input"].get("status") is None for c in cases)
-
-
 # --- the client checks against real drivers ---------------------------------------------------
 
 REFERENCE_CLIENT = "client:nats-py"
@@ -418,29 +411,6 @@ BASIC_PASSES = (
     "client.msg.segmented",
     "client.info.initial-connect-urls",
 )
-
-
-class BrokenClient:
-    """A client whose driver cannot start: every row of a check is an error saying why."""
-
-    name = "client:broken"
-    library = "broken"
-    version = "0"
-    kind = "client"
-
-    def driver(self) -> DriverProcess:
-        raise DriverError("driver broken (pid 0) crashed")
-
-    def close(self) -> None:
-        pass
-
-
-def test_a_check_that_cannot_run_gives_error_rows_for_every_id() -> None:
-    results = client_checks.hpub_headers(BrokenClient())  # type: ignore[arg-type]
-    assert [r.case_id for r in results] == [d.id for d in client_checks.hpub_headers.definitions()]
-    assert {r.outcome for r in results} == {"error"}
-    assert all("crashed" in r.message for r in results)
-    assert not _fake_threads()
 
 
 Run = tuple[ClientTarget, list[ResultRow], Path]

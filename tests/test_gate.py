@@ -497,3 +497,75 @@ def test_an_update_says_what_it_added_removed_changed_and_kept_by_class() -> Non
     assert lines[-1] == "  ... and 5 more (the file has them all)"
     assert len(lines) == SHOWN_CHANGES + 2
     assert update_lines(Baseline(), Baseline()) == ["no entries"]
+
+
+# A case renamed from c.old to c.new, whose row c.new@hpub was the row client.hpub.headers.c.
+RENAMED = vectors.renames(
+    [
+        vectors.Case(
+            "f.json",
+            "g",
+            {"id": "c.new", "aliases": ["c.old"], "row_aliases": {"hpub": ["client.hpub.c"]}},
+        )
+    ]
+)
+
+
+def test_an_entry_under_a_former_id_is_the_renamed_case_s_and_is_written_under_its_id(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "baseline.json"
+    old = {"c.old": DEV, "c.old@hmsg": FLAKY, "client.hpub.c": DEV, "c.other": DEV}
+    Baseline({"nats-server": {"2.15.1": old}}).save(path)
+    baseline = Baseline.load(path, renames=RENAMED)
+    assert baseline.verdict(replace(ROW, case_id="c.new")) is Verdict.EXPECTED
+    assert baseline.verdict(replace(ROW, case_id="c.new@hmsg", outcome="pass")) is Verdict.FLAKY
+    assert baseline.verdict(replace(ROW, case_id="c.new@hpub")) is Verdict.EXPECTED
+    assert baseline.verdict(replace(ROW, case_id="c.new@hpub", outcome="pass")) is Verdict.STALE
+    # Only the row the row alias names: another path of the case is not listed.
+    assert baseline.verdict(replace(ROW, case_id="c.new@encode")) is Verdict.UNEXPECTED
+    # A baseline update of another version writes the kept entries under the current ids.
+    baseline.updated([replace(ROW, target_version="2.16.0")]).save(path)
+    assert Baseline.load(path, renames=vectors.Renames()).expected["nats-server"]["2.15.1"] == {
+        "c.new": DEV, "c.new@hmsg": FLAKY, "c.new@hpub": DEV, "c.other": DEV,
+    }  # fmt: skip
+
+
+def test_a_row_under_a_former_id_meets_and_updates_the_current_entry() -> None:
+    baseline = Baseline({"nats-server": {"2.15.1": {"c.new@hmsg": DEV}}}, RENAMED)
+    # Rows of a results file written before the rename.
+    assert baseline.verdict(replace(ROW, case_id="c.old@hmsg")) is Verdict.EXPECTED
+    assert baseline.verdict(replace(ROW, case_id="client.hpub.c")) is Verdict.UNEXPECTED
+    updated = baseline.updated([replace(ROW, case_id="c.old@hmsg"), replace(ROW, case_id="c.old")])
+    assert updated.expected["nats-server"]["2.15.1"] == {"c.new": DEV, "c.new@hmsg": DEV}
+
+
+def test_an_entry_under_the_current_id_wins_over_one_under_a_former_id() -> None:
+    both = {"c.new": FLAKY, "c.old": DEV}
+    assert Baseline({"x": {"1": both}}, RENAMED).expected == {"x": {"1": {"c.new": FLAKY}}}
+    assert Baseline({"x": {"1": both}}).expected == {"x": {"1": both}}  # no renames: as written
+
+
+def test_a_baseline_written_before_the_hpub_rows_moved_still_matches(tmp_path: Path) -> None:
+    """The HPUB header rows were a check of their own (client.hpub.headers.*); they are the hpub
+    path of the headers.encode vectors now, and the vectors keep the former ids."""
+    path = tmp_path / "baseline.json"
+    old = {"client:nats-py": {"2.16.0": {"client.hpub.headers.error.value-lf": DEV}}}
+    Baseline(old).save(path)
+    baseline = Baseline.load(path)  # the bundled vectors' former ids
+    row = replace(ROW, target="client:nats-py", target_version="2.16.0")
+    new_id = "headers.encode.error.value-lf@hpub"
+    assert baseline.verdict(replace(row, case_id=new_id)) is Verdict.EXPECTED
+    assert baseline.verdict(replace(row, case_id=new_id, outcome="pass")) is Verdict.STALE
+    assert baseline.expected == {"client:nats-py": {"2.16.0": {new_id: DEV}}}
+
+
+def test_the_shipped_baseline_names_rows_by_their_current_ids() -> None:
+    from nats_conformance.harness.gate import SHIPPED_BASELINE
+
+    renames = vectors.bundled_renames()
+    assert renames.rows  # the hpub rows moved
+    as_written = json.loads(SHIPPED_BASELINE.read_text())["expected_failures"]
+    for versions in as_written.values():
+        for entries in versions.values():
+            assert all(renames.current(case_id) == case_id for case_id in entries)

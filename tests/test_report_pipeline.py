@@ -594,3 +594,57 @@ def test_behaviour_groups_each_newest_observation_once_diverging_first(
         assert len({o.observed for o in b.observations}) == len(b.observations)
         assert b.diverges == (len(b.observations) > 1)
     assert [b.diverges for b in found] == sorted((b.diverges for b in found), reverse=True)
+
+
+def test_rows_under_a_former_id_read_under_the_current_one(spark: Any) -> None:
+    from nats_conformance.conformance import vectors
+    from nats_conformance.reports import history
+
+    renames = vectors.renames(
+        [
+            vectors.Case(
+                "f.json",
+                "g",
+                {"id": "c.new", "aliases": ["c.old"], "row_aliases": {"hpub": ["client.hpub.c"]}},
+            )
+        ]
+    )
+    ids = ["c.old", "c.old@hmsg", "c.old@a@b", "client.hpub.c", "client.hpub.c@x", "c.new@hpub",
+           "c.oldest", "c.oldest@hmsg", "other", "other@c.old", ""]  # fmt: skip
+    frame = spark.createDataFrame([(i,) for i in ids], "case_id string")
+    got = [r.case_id for r in history.current_ids(frame, renames).collect()]
+    assert got == [renames.current(i) for i in ids]
+    assert got[:4] == ["c.new", "c.new@hmsg", "c.new@a@b", "c.new@hpub"]
+    assert history.current_ids(frame, vectors.Renames()) is frame
+
+
+def test_a_case_s_history_runs_on_across_a_rename(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stored while the HPUB header rows were a check of their own (client.hpub.headers.*)
+    and a run of their hpub path (the headers.encode vectors keep the former ids): one case's
+    history, its change between the runs and between the versions."""
+    from nats_conformance.conformance import vectors
+    from nats_conformance.reports import history
+
+    new_id = "headers.encode.error.value-lf@hpub"
+    client = {"target": "client:nats-py", "target_kind": "client", "level": "must"}
+    before = result_row(**client, case_id="client.hpub.headers.error.value-lf",
+                        group="client.hpub", target_version="2.10.0", outcome="fail")  # fmt: skip
+    after = result_row(**client, case_id=new_id, group="headers.encode", target_version="2.16.0",
+                       run_id=RUN_B, time="2026-11-02T00:00:00Z", outcome="pass")  # fmt: skip
+    # The first run is reported by a suite from before the move, which knew no former ids: the
+    # store and its summaries hold the former id.
+    with monkeypatch.context() as past:
+        past.setattr(history, "bundled_renames", vectors.Renames)
+        build(spark, tmp_path, write_results(tmp_path / "a.jsonl", [before]))
+    report, _ = build(spark, tmp_path, write_results(tmp_path / "b.jsonl", [after]))
+    [target] = report.targets
+    assert [(c.case_id, c.before, c.after) for c in target.changes] == [(new_id, "fail", "pass")]
+    assert [(p.version, p.outcome) for p in target.history[new_id]] == [
+        ("2.16.0", "pass"),
+        ("2.10.0", "fail"),
+    ]
+    assert [(c.case_id, c.before_version, c.after_version) for c in report.version_changes] == [
+        (new_id, "2.10.0", "2.16.0")
+    ]

@@ -2,10 +2,10 @@
 
 The scripted checks are vectors now (kind ``client.script``, ``vectors/client-*.json``, run by
 ``harness.client_scripts``). What stays here is what they and ``harness.client_vectors`` share (the
-driver ``Session``, ``connected``, ``Link``, rows) and the one check still in Python: the HPUB
-header rows, generated from the bundled ``headers.encode`` vectors (one row each, with their level
-and source). Each check is a function ``(client: ClientTarget) -> list[CheckResult]``, registered
-in ``CLIENT_CHECKS`` with the rows it produces.
+driver ``Session``, ``connected``, ``Link``, rows) and the registry of checks written in Python:
+each is a function ``(client: ClientTarget) -> list[CheckResult]``, registered in
+``CLIENT_CHECKS`` with the rows it produces. None is left: the HPUB header rows that were one are
+the ``hpub`` path of the ``headers.encode`` vectors (``harness.clients.vectors``).
 
 ``run_client_checks`` turns the results into ``harness.results.ResultRow``s and writes them.
 """
@@ -17,13 +17,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
-from functools import cache, partial
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import protocol, vectors
-from nats_conformance.conformance.judge import Judgement, Rejected, judge_encoded_block
 from nats_conformance.conformance.vectors import Source
-from nats_conformance.conformance.verdicts import CONFORMANCE, observation
+from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.clients.driver import DriverError, rule
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
@@ -74,36 +73,6 @@ class CheckResult:
     def __post_init__(self) -> None:
         if not self.group:
             object.__setattr__(self, "group", ".".join(self.case_id.split(".")[:2]))
-
-
-# --- vector-derived definitions ------------------------------------------------------------------
-
-
-def _from_vector(prefix: str, case: vectors.Case, how: str) -> CheckDef:
-    src = case.data["source"]
-    return CheckDef(
-        prefix + case.id.split(".", 2)[2],
-        case.level,
-        Source(src["document"], src["section"], src.get("quote", "")),
-        f"{how} (vector {case.id}): {case.data['description']}",
-    )
-
-
-@cache
-def header_encode_cases() -> tuple[vectors.Case, ...]:
-    """headers.encode cases a publish can express: no status line, just headers."""
-    return tuple(
-        case
-        for case in vectors.bundled_cases()
-        if case.kind == "headers.encode"
-        and "client" in case.roles
-        and case.data["input"].get("status") is None
-        and case.data["input"].get("description") is None
-    )
-
-
-def _hpub_def(case: vectors.Case) -> CheckDef:
-    return _from_vector("client.hpub.headers.", case, "Published, the library's header block")
 
 
 # --- verdicts and the driver session -------------------------------------------------------------
@@ -411,15 +380,6 @@ def _subscribe(
     return str(reply.result.get("sub")), sub.sid
 
 
-def _publish(
-    s: Session,
-    subject: str,
-    payload: bytes,
-    *,
-    reply: str | None = None,
-    hdrs: list[list[str]] | None = None,
-) -> DriverReply:
-    return s.call("publish", subject=subject, reply=reply, headers=hdrs, payload_b64=_b64(payload))
 
 
 # --- registration -----------------------------------------------------------------------------
@@ -485,73 +445,6 @@ def _result(
         d.id, d.level, d.source, outcome, message, round(duration_ms, 3), shown, d.description,
         category=category,
     )  # fmt: skip
-
-
-def _row(s: Session, definition: CheckDef, judge: Callable[[], Judgement]) -> CheckResult:
-    """One row: ``judge`` returns the judgement (with what the library did) or raises a
-    Verdict; a driver failure during it (or found right after it: Session.crashed) is the
-    row's."""
-    started = time.monotonic()
-    observed = ""
-    try:
-        judged = judge()
-        outcome, message, observed = judged.outcome, judged.message, observation(judged.observed)
-        category = judged.category
-    except Verdict as verdict:
-        outcome, message, category = verdict.outcome, verdict.message, verdict.category
-    except DriverError as exc:
-        verdict = Verdict.of_driver(exc, definition.id)
-        outcome, message, category = verdict.outcome, verdict.message, verdict.category
-    if (late := s.crashed()) is not None:
-        verdict = Verdict.of_driver(late, definition.id)
-        outcome, message, category = verdict.outcome, verdict.message, verdict.category
-    ms = (time.monotonic() - started) * 1000
-    result = _result(definition, outcome, message, ms, s.transcript, category)
-    return replace(result, observed=observed)
-
-
-def _hpub_defs() -> list[CheckDef]:
-    return [_hpub_def(c) for c in header_encode_cases()]
-
-
-@_check(_hpub_defs)
-def hpub_headers(s: Session) -> Iterator[CheckResult]:
-    """Every headers.encode vector without a status: the block the library publishes, judged as
-    the library's own encoder is (``conformance.judge.judge_encoded_block``)."""
-    with Link(s) as link:
-        for i, case in enumerate(header_encode_cases()):
-            pairs = [list(p) for p in case.data["input"]["headers"]]
-            expect = case.data["expect"]
-
-            def judge(
-                pairs: list[list[str]] = pairs, i: int = i, expect: Any = expect
-            ) -> Judgement:
-                conn, _ = link.get()
-                subject = f"conformance.hpub.{i}"
-                after = conn.count()
-                answer = _publish(s, subject, b"x", hdrs=pairs)
-                if not answer.ok:
-                    return judge_encoded_block(expect, Rejected(_error_text(answer)))
-                op = conn.wait_for(
-                    protocol.Pub | protocol.HPub,  # type: ignore[arg-type]
-                    timeout=QUIET if "error" in expect else STEP,
-                    after=after,
-                    match=lambda o: o.subject == subject,
-                )
-                if op is None:
-                    link.broken = True
-                    if "error" in expect:
-                        return Judgement("pass", "accepted by the API but nothing sent",
-                                         {"sent": None})  # fmt: skip
-                    raise _fail(f"no HPUB on the wire ({conn.parse_error or 'none came'})")
-                if "error" in expect:
-                    link.broken = True  # what follows headers the documents refuse is not judged
-                # A PUB carries no block: b"" is no block the documents give.
-                return judge_encoded_block(
-                    expect, op.headers if isinstance(op, protocol.HPub) else b""
-                )
-
-            yield _row(s, _hpub_def(case), judge)
 
 
 # A header block for answers to requests (the ADR-4 example's header, as the reference encodes it).

@@ -14,7 +14,10 @@ by which the case reaches the library (the row id is ``<vector id>@<path>``):
   after the block on a connection that still answers is not;
 - ``publish``, ``subscribe``, ``request``: the library is asked to use the subject against the
   fake server, and what went on the wire (as the reference parses it) is judged: refused
-  locally, sent unchanged, or turned into other bytes.
+  locally, sent unchanged, or turned into other bytes;
+- ``hpub``: the library publishes the headers of an encode case to the fake server, and the
+  header block on the wire is judged as its encoder's is (a status line is no input of a
+  publish: such a case is not asked).
 
 A path gives rows only for the cases it can ask (a subscribe subject is not published); a case no
 path reaches gets one ``skip`` row that says so, so the gap shows in every report.
@@ -81,6 +84,7 @@ T = TypeVar("T")
 # Driver error types that mean the connection is in trouble, not the input.
 TROUBLE = frozenset({"connection", "timeout"})
 HEADERS_SUBJECT = "conformance.headers"
+HPUB_SUBJECT = "conformance.hpub"  # the hpub path publishes each case to HPUB_SUBJECT.<case id>
 AFTER = b"after"  # payload of the MSG sent behind a header block: its delivery proves survival
 
 
@@ -174,6 +178,45 @@ def _encode_limit(case: vectors.Case) -> str | None:
     if inp.get("status") is not None or inp.get("description") is not None:
         return "encode_headers takes header fields only, no status line"
     return None
+
+
+def _hpub(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+    """Publish the case's headers through the library: the block of the HPUB it sends (a PUB
+    carries none), or its refusal, judged as its encoder's is (``judge.judge_encoded_block``)."""
+    expect = case.data["expect"]
+    link = r.link("hpub")
+    conn, _ = link.get()
+    subject = f"{HPUB_SUBJECT}.{case.id}"
+    after = conn.count()
+    answer = r.s.call(
+        "publish", subject=subject, reply=None, headers=case.data["input"]["headers"],
+        payload_b64=_b64(b"x"),
+    )  # fmt: skip
+    if not answer.ok:
+        yield "hpub", judge.judge_encoded_block(expect, _refusal(answer))
+        return
+    op = conn.wait_for(
+        protocol.Pub | protocol.HPub,  # type: ignore[arg-type]
+        timeout=QUIET if "error" in expect else STEP,
+        after=after,
+        match=lambda o: o.subject == subject,
+    )
+    if op is None:
+        link.broken = True
+        if "error" in expect:
+            yield "hpub", Judgement("pass", "accepted by the API but nothing sent", {"sent": None})
+            return
+        raise Verdict("fail", f"no HPUB on the wire ({conn.parse_error or 'none came'})")
+    if "error" in expect:
+        link.broken = True  # what follows headers the documents refuse is not judged
+    # A PUB carries no block: b"" is no block the documents give.
+    block = op.headers if isinstance(op, protocol.HPub) else b""
+    yield "hpub", judge.judge_encoded_block(expect, block)
+
+
+def _headers_only(case: vectors.Case) -> bool:
+    """A publish gives a library header fields, never a status line."""
+    return _encode_limit(case) is None
 
 
 def _op(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
@@ -663,6 +706,8 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     "headers.encode": (
         ClientPath("encode", "encode_headers", "The library's header encoder", _encode,
                    limit=_encode_limit),
+        ClientPath("hpub", "headers", "Published to the fake server, the header block on the wire",
+                   _hpub, _headers_only),
     ),
     "headers.op": (ClientPath("op", "headers_op", "The library's header API", _op),),
     "subject.validate": (
