@@ -441,9 +441,11 @@ class BrokenClient:
 
 def test_a_check_that_cannot_run_gives_error_rows_for_every_id() -> None:
     results = client_checks.hpub_headers(BrokenClient())  # type: ignore[arg-type]
-    assert [r.case_id for r in results] == [d.id for d in client_checks.hpub_headers.definitions()]
-    assert {r.outcome for r in results} == {"error"}
-    assert all("crashed" in r.message for r in results)
+    assert [r.case.case_id for r in results] == [
+        d.id for d in client_checks.hpub_headers.definitions()
+    ]
+    assert {r.found.outcome for r in results} == {"error"}
+    assert all("crashed" in r.found.message for r in results)
     assert not _fake_threads()
 
 
