@@ -54,11 +54,13 @@ def suites(
         out += [StanServerSuite(spec, DEFAULT_SERVER, client, taken) for spec in stan]
     libraries = [spec for spec in targets.clients if not is_streaming_client(spec)]
     out += [LibrarySuite(spec, cases, checks) for spec in libraries]
-    pairs_cases, problems = interop_cases.load_cases(cases)
-    for problem in problems:
-        print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
-    if libraries and pairs_cases:
-        out.append(InteropSuite(libraries, pairs_cases, plain[0] if plain else DEFAULT_SERVER))
+    if libraries:
+        pairs_cases, problems = interop_cases.load_cases(cases)
+        for problem in problems:
+            print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
+        if pairs_cases:
+            server = plain[0] if plain else DEFAULT_SERVER  # the first server target the user named
+            out.append(InteropSuite(libraries, pairs_cases, server))
     streaming = [spec for spec in targets.clients if is_streaming_client(spec)]
     out += [StreamingClientSuite(spec, cases, DEFAULT_SERVER) for spec in streaming]
     if streaming and targets.bundled:

@@ -120,6 +120,7 @@ class _SuiteRun:
             planned[row.row_id] += 1
         self.written: Counter[str] = Counter()
         self.waiting: dict[tuple[str, int], Judged] = {}
+        self.error = ""  # why the suite could not start: every item of the run says so
 
     def takes(self, row: PlannedRow) -> bool:
         return row in self.keys
@@ -189,9 +190,11 @@ class _Session:
             rows = suite.run(self.ctx, self.writer, self.baseline, self.reruns, _ignore)
             run = self.runs[item.suite] = _SuiteRun(suite, rows)
         try:
-            got = run.judged(item.planned)
+            got = None if run.error else run.judged(item.planned)
         except SuiteError as exc:
-            raise RuntimeError(str(exc)) from None
+            run.error = str(exc)
+        if run.error:
+            raise RuntimeError(run.error)
         if got is None:
             raise RuntimeError(f"the suite's run gave no row {item.planned.row_id}")
         row, verdict = got

@@ -1006,14 +1006,18 @@ class StanServerSuite:
     def run(
         self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
     ) -> Iterator[Judged]:
-        with open_target(self.reference) as reference:
-            try:
-                target = stan_server.open_target(self.spec)
-            except TargetError as exc:
-                raise SuiteError(f"target {self.spec} cannot start: {exc}") from exc
-            rows = run_stan_server_checks(
-                target, reference.server({}), writer, ctx, client=self.client, cases=self.cases
-            )
+        try:
+            with open_target(self.reference) as reference:
+                try:
+                    target = stan_server.open_target(self.spec)
+                except TargetError as exc:
+                    raise SuiteError(f"target {self.spec} cannot start: {exc}") from exc
+                server = reference.server({})
+                rows = run_stan_server_checks(
+                    target, server, writer, ctx, client=self.client, cases=self.cases
+                )
+        except TargetError as exc:  # a server of either kind that will not start or launch
+            raise SuiteError(str(exc)) from exc
         # No case runs again: one session judges them all against the reference.
         for row in rows:
             yield judged(row, False, baseline, on_row)

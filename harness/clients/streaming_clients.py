@@ -56,7 +56,7 @@ from nats_conformance.harness.clients.targets import (
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import CaseRef, Checked, Found, ResultsWriter, RunContext
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.servers.specs import RunningServer, TargetError
 from nats_conformance.harness.suites import (
     Judged,
     OnRow,
@@ -622,8 +622,15 @@ class StreamingClientSuite:
         client = parse_spec(self.spec)
         if client is None:
             raise SuiteError(f"client {self.spec} is no NATS Streaming client")
-        with open_target(self.server) as target:
-            server = target.server({})
+        try:
+            target = open_target(self.server)
+        except TargetError as exc:
+            raise SuiteError(f"target {self.server} cannot start: {exc}") from exc
+        with target:
+            try:
+                server = target.server({})
+            except TargetError as exc:
+                raise SuiteError(f"target {self.server} cannot start: {exc}") from exc
             try:
                 client.driver().close()  # build now: a broken build stops the run with why
             except (ClientError, DriverError) as exc:
