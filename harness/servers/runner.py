@@ -86,9 +86,9 @@ def run_target(
 def _attempted(
     case: Case, target: ServerTarget, reruns: int, *, unlisted: bool
 ) -> tuple[Found, bool, bool]:
-    """``case`` on ``target``, run again while it fails (``unlisted``: a gating failure the
-    baseline does not name, or a robustness failure at any level) up to ``reruns`` more times:
-    what it found, whether flaky, and whether the server's greeting broke."""
+    """``case`` on ``target``, run again up to ``reruns`` more times while it fails, when it is
+    a must case the baseline does not list (``unlisted``) or failed as robustness: what it found,
+    whether flaky, and whether the server's greeting broke."""
     runs = [check_case(case, target)]
 
     def again() -> Found:
