@@ -25,7 +25,7 @@ STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.clie
 @dataclass(frozen=True)
 class Targets:
     """What a run checks: server specs, client specs, and whether the vectors are the bundled
-    ones (then the fake-server checks and the PyPI streaming client's row run too)."""
+    ones (then, with streaming clients, the PyPI streaming client's row too)."""
 
     servers: list[str]
     clients: list[str]
