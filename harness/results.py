@@ -189,6 +189,36 @@ class Found:
 
 
 @dataclass(frozen=True)
+class CaseRef:
+    """Which case a row is about, the same in every suite: its row id (a case id, or a case id
+    with ``@path`` where one case gives several rows), level, the requirement it rests on and
+    what it checks; its rule group, by default the id's first two segments."""
+
+    case_id: str
+    level: str
+    source: Source | None
+    description: str = ""
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            object.__setattr__(self, "group", ".".join(self.case_id.split(".")[:2]))
+
+    @classmethod
+    def of(cls, case: vectors.Case) -> CaseRef:
+        """A vector case's own row."""
+        return cls(case.id, case.level, case.source, case.data["description"], case.group)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A case and what checking it found: what a suite that runs several cases hands back."""
+
+    case: CaseRef
+    found: Found
+
+
+@dataclass(frozen=True)
 class RunContext:
     """What every row of one run shares; ``record`` is the one path from a case to a row."""
 
@@ -224,25 +254,20 @@ class RunContext:
         )  # fmt: skip
 
     def record(
-        self,
-        writer: ResultsWriter,
-        target: tuple[str, str, str],
-        case: tuple[str, str, str],
-        found: Found,
-        *,
-        source: Source | None,
-        description: str,
+        self, writer: ResultsWriter, target: tuple[str, str, str], case: CaseRef, found: Found
     ) -> ResultRow:
-        """Write the row of ``case`` (id, group, level) at ``target`` (name, kind, version),
-        with its requirement and transcript as details; the row."""
+        """Write the row of ``case`` at ``target`` (name, kind, version), with its requirement
+        and transcript as details; the row."""
         name, kind, version = target
-        case_id, group, level = case
         row = self.row(
-            target=name, target_kind=kind, target_version=version, case_id=case_id, group=group,
-            level=level, outcome=found.outcome, duration_ms=found.duration_ms,
-            message=found.message, category=found.category, observed=found.observed,
+            target=name, target_kind=kind, target_version=version, case_id=case.case_id,
+            group=case.group, level=case.level, outcome=found.outcome,
+            duration_ms=found.duration_ms, message=found.message, category=found.category,
+            observed=found.observed,
         )  # fmt: skip
-        writer.write(row, source=source, description=description, transcript=found.transcript)
+        writer.write(
+            row, source=case.source, description=case.description, transcript=found.transcript
+        )
         return row
 
 

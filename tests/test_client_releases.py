@@ -67,12 +67,13 @@ def _dry_run(spec: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_run_takes_a_series_as_one_target_per_release(tmp_path: Path) -> None:
     run = _dry_run("client:nats.go==*", tmp_path)
     assert run.returncode == 0, run.stderr
-    # Each client's rows, then a line per client saying what it gets: the clients in order.
-    listed = list(
-        dict.fromkeys(line.split("\t")[0] for line in run.stdout.splitlines() if "\t" in line)
-    )
+    # Each client's rows, the clients in order, then the pairs of the interop matrix.
+    *rows, total = run.stdout.splitlines()
+    targets = list(dict.fromkeys(line.split("\t")[0] for line in rows))
+    listed = [target for target in targets if "->" not in target]
     assert listed == [f"client:nats.go=={r}" for r in LIBRARIES["nats.go"].releases]
-    assert run.stdout.splitlines()[-1].endswith(f"{len(listed)} clients")
+    assert len(targets) == len(listed) + len(listed) ** 2  # every ordered pair
+    assert total == f"{len(rows)} rows in {len(listed) + 1} suites"
 
 
 def test_run_refuses_a_series_a_library_does_not_have(tmp_path: Path) -> None:

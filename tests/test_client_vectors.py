@@ -17,8 +17,8 @@ from nats_conformance.conformance.judge import Malformed, Rejected
 from nats_conformance.conformance.verdicts import LEVELS, level_rank
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import vectors as client_vectors
-from nats_conformance.harness.clients.checks import CheckResult
 from nats_conformance.harness.clients.targets import ClientError, available_clients, open_client
+from nats_conformance.harness.results import Checked
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR]).cases
 CLIENT_CASES = client_vectors.client_cases(BUNDLED)
@@ -136,43 +136,43 @@ def test_an_invalid_block_accepted_fails_and_rejected_passes() -> None:
 
 
 @pytest.fixture(scope="module")
-def nats_py_rows() -> Iterator[list[CheckResult]]:
+def nats_py_rows() -> Iterator[list[Checked]]:
     with open_client(REFERENCE_CLIENT) as client:
         yield list(client_vectors.run_client_vectors(client, BUNDLED))
 
 
-def test_a_role_is_a_promise(nats_py_rows: list[CheckResult]) -> None:
+def test_a_role_is_a_promise(nats_py_rows: list[Checked]) -> None:
     """Every client-role vector has at least one row; a skip always says why; ids are unique."""
-    ids = [row.case_id for row in nats_py_rows]
+    ids = [row.case.case_id for row in nats_py_rows]
     assert len(ids) == len(set(ids))
     reached = {case_id.split("@")[0] for case_id in ids}
     assert reached == {case.id for case in CLIENT_CASES}
     for row in nats_py_rows:
-        assert row.outcome in ("pass", "fail", "skip", "error")
-        assert row.message, row.case_id
-        assert row.source.document and row.description
+        assert row.found.outcome in ("pass", "fail", "skip", "error")
+        assert row.found.message, row.case.case_id
+        assert row.case.source.document and row.case.description
 
 
-def test_nats_py_known_behaviour(nats_py_rows: list[CheckResult]) -> None:
-    by_id = {row.case_id: row for row in nats_py_rows}
-    errors = [(r.case_id, r.message) for r in nats_py_rows if r.outcome == "error"]
+def test_nats_py_known_behaviour(nats_py_rows: list[Checked]) -> None:
+    by_id = {row.case.case_id: row for row in nats_py_rows}
+    errors = [(r.case.case_id, r.found.message) for r in nats_py_rows if r.found.outcome == "error"]
     assert not errors, errors[:5]
     # Its headers are a dict: a repeated key keeps one value, through the parser and delivered.
     for path in ("decode", "hmsg"):
-        assert by_id[f"headers.parse.multi-value.order@{path}"].outcome == "fail"
-        assert by_id[f"headers.parse.doc.adr4-one-header@{path}"].outcome == "pass"
+        assert by_id[f"headers.parse.multi-value.order@{path}"].found.outcome == "fail"
+        assert by_id[f"headers.parse.doc.adr4-one-header@{path}"].found.outcome == "pass"
     # Its publish sends the headers it takes as the documents write them, refuses names the
     # documents refuse, and sends a CR or LF in a value as other bytes (ADR-4: must refuse).
-    assert by_id["headers.encode.doc.cp-bar-baz@hpub"].outcome == "pass"
-    assert by_id["headers.encode.error.name-colon@hpub"].outcome == "pass"
-    assert by_id["headers.encode.error.value-crlf-injection@hpub"].outcome == "fail"
+    assert by_id["headers.encode.doc.cp-bar-baz@hpub"].found.outcome == "pass"
+    assert by_id["headers.encode.error.name-colon@hpub"].found.outcome == "pass"
+    assert by_id["headers.encode.error.value-crlf-injection@hpub"].found.outcome == "fail"
     # A subject with a space is refused or sent unchanged, never split into subject and reply.
-    outcomes = Counter(r.outcome for r in nats_py_rows if r.case_id.endswith("@publish"))
+    outcomes = Counter(r.found.outcome for r in nats_py_rows if r.case.case_id.endswith("@publish"))
     assert outcomes["pass"] > 0
     # Rows by kind: every path of a reached kind ran, the others say they are not reached.
-    assert by_id["headers.parse.doc.adr4-one-header@decode"].level == "must"
-    not_reached = [r for r in nats_py_rows if r.case_id.endswith("@client")]
-    assert not_reached and all(r.outcome == "skip" for r in not_reached)
+    assert by_id["headers.parse.doc.adr4-one-header@decode"].case.level == "must"
+    not_reached = [r for r in nats_py_rows if r.case.case_id.endswith("@client")]
+    assert not_reached and all(r.found.outcome == "skip" for r in not_reached)
 
 
 def test_hpub_publishes_every_encode_case_without_a_status_line() -> None:
@@ -204,31 +204,37 @@ def test_every_former_row_id_names_a_row_the_paths_give() -> None:
     assert not set(moved) & rows  # and no former id is a row of today
 
 
-def test_invalid_blocks_get_a_survival_row_at_their_level(nats_py_rows: list[CheckResult]) -> None:
-    survival = {r.case_id: r for r in nats_py_rows if r.case_id.endswith("@hmsg-survives")}
+def test_invalid_blocks_get_a_survival_row_at_their_level(nats_py_rows: list[Checked]) -> None:
+    survival = {
+        r.case.case_id: r for r in nats_py_rows if r.case.case_id.endswith("@hmsg-survives")
+    }
     assert len(survival) >= len(REJECTED_BLOCKS) > 0
     for case in REJECTED_BLOCKS:
-        assert survival[f"{case.id}@hmsg-survives"].level == case.level
+        assert survival[f"{case.id}@hmsg-survives"].case.level == case.level
 
 
-def test_no_row_is_above_its_vector(nats_py_rows: list[CheckResult]) -> None:
+def test_no_row_is_above_its_vector(nats_py_rows: list[Checked]) -> None:
     """Every row a client vector gives, run for real: never stricter than the vector."""
     level = {case.id: case.level for case in CLIENT_CASES}
     for row in nats_py_rows:
-        vector = level[row.case_id.split("@")[0]]
-        assert level_rank(row.level) >= level_rank(vector), (row.case_id, row.level, vector)
+        vector = level[row.case.case_id.split("@")[0]]
+        assert level_rank(row.case.level) >= level_rank(vector), (
+            row.case.case_id,
+            row.case.level,
+            vector,
+        )
 
 
-def test_every_client_row_observes_what_it_judged(nats_py_rows: list[CheckResult]) -> None:
+def test_every_client_row_observes_what_it_judged(nats_py_rows: list[Checked]) -> None:
     """A row that judged what the library did says what that was; a skip observed nothing.
     (Rows of client scripts, ids without a path, and of the JetStream path are
     harness.clients.scripts' and harness.clients.jetstream's to fill.)"""
     for row in nats_py_rows:
-        path = row.case_id.partition("@")[2]
-        if row.outcome in ("pass", "fail") and path not in ("", client_jetstream.SUFFIX):
-            assert row.observed, row.case_id
-        if row.outcome == "skip":
-            assert row.observed == "", row.case_id
+        path = row.case.case_id.partition("@")[2]
+        if row.found.outcome in ("pass", "fail") and path not in ("", client_jetstream.SUFFIX):
+            assert row.found.observed, row.case.case_id
+        if row.found.outcome == "skip":
+            assert row.found.observed == "", row.case.case_id
 
 
 def _at(case: vectors.Case, level: str) -> vectors.Case:
@@ -284,7 +290,8 @@ def test_two_runs_observe_the_same() -> None:
     (no inbox names, ports, times or addresses in it), and the judged rows observed something."""
     sample = _observation_sample()
     with open_client(REFERENCE_CLIENT) as client:
-        runs = [{r.case_id: r.observed for r in client_vectors.run_client_vectors(client, sample)}
+        run = client_vectors.run_client_vectors
+        runs = [{r.case.case_id: r.found.observed for r in run(client, sample)}
                 for _ in range(2)]  # fmt: skip
     assert runs[0].keys() == runs[1].keys()
     differing = {k: (runs[0][k], runs[1][k]) for k in runs[0] if runs[0][k] != runs[1][k]}
@@ -309,8 +316,8 @@ def test_every_library_gets_a_row_per_client_vector(spec: str) -> None:
         pytest.skip(f"{spec} cannot start here: {exc}")
     with client:
         rows = list(client_vectors.run_client_vectors(client, sample))
-    assert {r.case_id.split("@")[0] for r in rows} == {c.id for c in sample}
-    broken = [(r.case_id, r.message) for r in rows if r.outcome == "error"]
+    assert {r.case.case_id.split("@")[0] for r in rows} == {c.id for c in sample}
+    broken = [(r.case.case_id, r.found.message) for r in rows if r.found.outcome == "error"]
     assert not broken, broken[:5]
 
 

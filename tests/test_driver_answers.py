@@ -23,11 +23,11 @@ from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from nats_conformance.harness.clients import interop_cases
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients import vectors as client_vectors
-from nats_conformance.harness.clients.checks import CheckResult, write_result
+from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, Ruling, rule
 from nats_conformance.harness.clients.fake_server import FakeConnection
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
-from nats_conformance.harness.results import ResultsWriter, RunContext, read_rows
+from nats_conformance.harness.results import Checked, ResultsWriter, RunContext, read_rows
 
 FAKE_DRIVER = r"""
 import base64, json, os, socket, sys, threading, time
@@ -158,8 +158,8 @@ def fake_client(tmp_path: Path) -> Iterator[Any]:
         client.close()
 
 
-def rows(client: ClientTarget, cases: list[vectors.Case]) -> dict[str, CheckResult]:
-    return {r.case_id: r for r in client_vectors.run_client_vectors(client, cases)}
+def rows(client: ClientTarget, cases: list[vectors.Case]) -> dict[str, Checked]:
+    return {r.case.case_id: r for r in client_vectors.run_client_vectors(client, cases)}
 
 
 @pytest.mark.parametrize(
@@ -174,12 +174,14 @@ def test_an_answer_about_the_driver_is_never_a_failure(
     client = fake_client({"capabilities": ["decode_headers"], "decode": {b64(first): doing}})
     got = rows(client, [first, second, third])
     row = got[f"{first.id}@decode"]
-    assert (row.outcome, row.category) == (outcome, CONFORMANCE), row.message
-    assert said in row.message
+    assert (row.found.outcome, row.found.category) == (outcome, CONFORMANCE), row.found.message
+    assert said in row.found.message
     for case in (second, third):  # asked, answered and judged
-        assert got[f"{case.id}@decode"].outcome == "pass", got[f"{case.id}@decode"].message
-    assert got[f"{first.id}@hmsg"].outcome == "skip"  # no headers capability: not asked
-    assert "lacks headers" in got[f"{first.id}@hmsg"].message
+        assert got[f"{case.id}@decode"].found.outcome == "pass", got[
+            f"{case.id}@decode"
+        ].found.message
+    assert got[f"{first.id}@hmsg"].found.outcome == "skip"  # no headers capability: not asked
+    assert "lacks headers" in got[f"{first.id}@hmsg"].found.message
 
 
 @pytest.mark.parametrize("doing", ["crash", "hang"])
@@ -191,15 +193,22 @@ def test_a_driver_dying_on_a_suite_command_errors_that_case_only(
     started = time.monotonic()
     got = rows(client, [first, second, third])
     row = got[f"{second.id}@decode"]
-    assert (row.outcome, row.category) == ("error", CONFORMANCE), row.message
+    assert (row.found.outcome, row.found.category) == ("error", CONFORMANCE), row.found.message
     cause = "crashed" if doing == "crash" else "hung"
-    assert f"the driver {cause} on a command of the suite (case {second.id}" in row.message
-    assert "'decode_headers'" in row.message and "the last lines exchanged" in row.message
-    assert b64(second) in row.message  # the request it died on, as exchanged
+    assert f"the driver {cause} on a command of the suite (case {second.id}" in row.found.message
+    assert (
+        "'decode_headers'" in row.found.message and "the last lines exchanged" in row.found.message
+    )
+    assert b64(second) in row.found.message  # the request it died on, as exchanged
     if doing == "crash":
-        assert "exited with status 2" in row.message and "the driver's own bug" in row.message
+        assert (
+            "exited with status 2" in row.found.message
+            and "the driver's own bug" in row.found.message
+        )
     for case in (first, third):  # the case before and the case after: judged as usual
-        assert got[f"{case.id}@decode"].outcome == "pass", got[f"{case.id}@decode"].message
+        assert got[f"{case.id}@decode"].found.outcome == "pass", got[
+            f"{case.id}@decode"
+        ].found.message
     assert time.monotonic() - started < 15  # one deadline waited out, not one per case
 
 
@@ -217,12 +226,14 @@ def test_a_library_dying_on_what_the_server_sent_is_a_robustness_failure(
     client = fake_client({"capabilities": ["headers"], "crash_on_hmsg": b64(second)})
     got = rows(client, [first, second, third])
     row = got[f"{second.id}@hmsg"]
-    assert (row.outcome, row.category) == ("fail", ROBUSTNESS), row.message
-    assert f"the library crashed on what a server sent it (case {second.id}" in row.message
-    assert "exited with status 3" in row.message
+    assert (row.found.outcome, row.found.category) == ("fail", ROBUSTNESS), row.found.message
+    assert f"the library crashed on what a server sent it (case {second.id}" in row.found.message
+    assert "exited with status 3" in row.found.message
     for case in (first, third):  # delivered and judged; the one after on a restarted driver
         result = got[f"{case.id}@hmsg"]
-        assert (result.outcome, result.category) == ("pass", CONFORMANCE), result.message
+        assert (result.found.outcome, result.found.category) == ("pass", CONFORMANCE), (
+            result.found.message
+        )
     # The category reaches the written row, and a robustness failure fails at every level.
     path = tmp_path / "rows.jsonl"
     with ResultsWriter(path) as writer:
@@ -243,7 +254,9 @@ def test_a_send_needing_an_undeclared_capability_is_not_asked(fake_client: Any) 
     got = rows(client, cases)
     for case in cases:
         row = got[f"{case.id}@send"]
-        assert row.outcome == "skip" and f"lacks {wanted[case.id]}" in row.message, row.message
+        assert row.found.outcome == "skip" and f"lacks {wanted[case.id]}" in row.found.message, (
+            row.found.message
+        )
     assert time.monotonic() - started < 5  # nothing asked, nothing waited for
 
 
@@ -253,13 +266,13 @@ def test_a_crash_while_a_case_cleans_up_is_that_case_s(fake_client: Any) -> None
     }
     cases = [scripts[f"client.connect.{name}"] for name in ("sent", "protocol", "name")]
     client = fake_client({"capabilities": [], "crash_on_close": 2})
-    got = {r.case_id: r for r in client_scripts.run_scripts(client, cases)}
+    got = {r.case.case_id: r for r in client_scripts.run_scripts(client, cases)}
     row = got["client.connect.protocol"]
-    assert row.outcome == "error" and "'close'" in row.message, row.message
-    assert "exited with status 4" in row.message
+    assert row.found.outcome == "error" and "'close'" in row.found.message, row.found.message
+    assert "exited with status 4" in row.found.message
     for case_id in ("client.connect.sent", "client.connect.name"):  # judged, not charged
-        assert got[case_id].outcome in ("pass", "fail"), got[case_id].message
-        assert "crashed" not in got[case_id].message
+        assert got[case_id].found.outcome in ("pass", "fail"), got[case_id].found.message
+        assert "crashed" not in got[case_id].found.message
 
 
 def test_a_hang_found_while_closing_an_earlier_case_s_connection_is_not_charged(
@@ -270,10 +283,12 @@ def test_a_hang_found_while_closing_an_earlier_case_s_connection_is_not_charged(
     got = rows(client, [first, second, third])
     # The second case is judged by what it saw (nothing delivered); its connection's close
     # then hangs, at the start of the third case, which runs on a new driver all the same.
-    assert got[f"{second.id}@hmsg"].outcome == "fail", got[f"{second.id}@hmsg"].message
+    assert got[f"{second.id}@hmsg"].found.outcome == "fail", got[f"{second.id}@hmsg"].found.message
     for case in (first, third):
         result = got[f"{case.id}@hmsg"]
-        assert (result.outcome, result.category) == ("pass", CONFORMANCE), result.message
+        assert (result.found.outcome, result.found.category) == ("pass", CONFORMANCE), (
+            result.found.message
+        )
 
 
 @pytest.mark.parametrize(("answer", "outcome"), [("invalid", "error"), ("connection", "fail")])
@@ -283,7 +298,7 @@ def test_only_the_library_failing_to_connect_fails_a_must_connect_script(
     [case] = [c for c in vectors.bundled_cases() if c.id == "client.info.oversized.2k"]
     assert case.data["input"]["must_connect"]
     [row] = client_scripts.run_scripts(fake_client({"capabilities": [], "connect": answer}), [case])
-    assert row.outcome == outcome, row.message
+    assert row.found.outcome == outcome, row.found.message
 
 
 # --- the rule itself -----------------------------------------------------------------------------
@@ -322,19 +337,12 @@ def test_a_failure_is_robustness_only_on_server_input(
     assert "'flush' (id 3)" in ruling.message and "> the last line" in ruling.message
 
 
-def interop_case() -> interop_cases.InteropCase:
-    found, _ = interop_cases.load_cases(vectors.bundled_cases())
-    return found[0]
-
-
 @pytest.mark.parametrize(
     ("kind", "outcome"),
     [("refused", "fail"), ("protocol", "fail"), ("unsupported", "skip"), ("invalid", "error")],
 )
 def test_interop_refusals_are_the_library_s_only(kind: str, outcome: str) -> None:
-    verdict = interop_cases.refused(
-        interop_case(), interop_cases.Refused("B (fake)", "publish", reply(kind))
-    )
+    verdict = interop_cases.refused(interop_cases.Refused("B (fake)", "publish", reply(kind)))
     assert verdict.outcome == outcome, verdict.message
     assert "B (fake)" in verdict.message
 

@@ -39,7 +39,7 @@ from nats_conformance.harness.results import (
     read_rows,
 )
 from nats_conformance.harness.servers import runner
-from nats_conformance.harness.servers.wire import CaseResult
+from nats_conformance.harness.servers.wire import ServerRun
 from tests.cli_command import CLI
 
 DEV = {"class": "deviation", "reason": "fail"}
@@ -364,12 +364,12 @@ def _run_with_outcomes(
     case = next(c for c in runner.load_server_cases([vectors.BUNDLED_DIR])[0] if c.level == "must")
     left = list(outcomes)
     monkeypatch.setattr(
-        runner, "check_case", lambda case, target: CaseResult(left.pop(0), "why", 1.0)
+        runner, "check_case", lambda case, target: ServerRun.of(left.pop(0), "why", 1.0)
     )
     ctx = RunContext.for_vectors([vectors.BUNDLED_DIR])
     with ResultsWriter(tmp_path / "r.jsonl") as writer:
         target: object = _FakeTarget()  # what run_target asks of a target: name, kind, version
-        out = runner.run_target(ctx, target, [case], writer, Baseline(), reruns=reruns)  # type: ignore[arg-type]
+        out = list(runner.run_target(ctx, target, [case], writer, Baseline(), reruns=reruns))  # type: ignore[arg-type]
     return out, len(outcomes) - len(left)
 
 

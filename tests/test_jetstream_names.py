@@ -67,9 +67,9 @@ def test_the_server_role_is_given_to_the_names_this_path_reaches() -> None:
 def test_every_reached_case_gets_a_verdict_quickly(rows: dict[str, Any]) -> None:
     results = rows["results"]
     assert len(results) == 36
-    assert {r.outcome for r in results.values()} <= {"pass", "fail", "skip"}
+    assert {r.found.outcome for r in results.values()} <= {"pass", "fail", "skip"}
     assert rows["seconds"] < 10  # one connection for all: about 0.1 s here
-    asked = [r for r in results.values() if r.outcome != "skip"]
+    asked = [r for r in results.values() if r.found.outcome != "skip"]
     assert all(r.transcript is not None and "> PUB $JS.API." in r.transcript.text() for r in asked)
 
 
@@ -88,13 +88,13 @@ def test_the_server_answers_per_name(
     rows: dict[str, Any], case_id: str, outcome: str, words: str
 ) -> None:
     result = rows["results"][case_id]
-    assert result.outcome == outcome, result.message
-    assert words in result.message
+    assert result.found.outcome == outcome, result.found.message
+    assert words in result.found.message
 
 
 def test_a_consumer_name_no_subject_carries_goes_in_the_body(rows: dict[str, Any]) -> None:
     result = rows["results"]["names.consumer-name.unix.invalid.space"]
-    assert result.outcome == "pass", result.message
+    assert result.found.outcome == "pass", result.found.message
     assert result.transcript is not None
     text = result.transcript.text()
     assert "the name is in the body of $JS.API.CONSUMER.CREATE.<stream>" in text
@@ -116,8 +116,8 @@ def test_a_url_target_skips_with_the_reason(target: ServerTarget) -> None:
     plain = target.server({})
     with open_target(f"url:{plain.url}") as url_target:
         result = check_case(NAME_CASES[0], url_target)
-    assert result.outcome == "skip"
-    assert result.message == (
+    assert result.found.outcome == "skip"
+    assert result.found.message == (
         f"needs server configuration jetstream that target url:{plain.url} cannot set"
     )
 
@@ -131,7 +131,7 @@ def test_run_target_writes_rows_with_requirement_and_transcript(
     path = tmp_path / "results.jsonl"
     ctx = runner.RunContext.for_vectors([BUNDLED_DIR])
     with ResultsWriter(path) as writer:
-        out = runner.run_target(ctx, target, cases, writer, Baseline())
+        out = list(runner.run_target(ctx, target, cases, writer, Baseline()))
     assert [(row.outcome, verdict) for row, verdict in out] == [
         ("fail", Verdict.UNEXPECTED),
         ("pass", Verdict.OK),
@@ -192,13 +192,13 @@ def test_cases_no_request_can_ask_skip_without_a_server() -> None:
             "names.durable-name.unix.invalid.dot",
         )
     }
-    assert {r.outcome for r in results.values()} == {"skip"}
+    assert {r.found.outcome for r in results.values()} == {"skip"}
     assert (
         "no JetStream API request creates"
-        in results["names.account-name.unix.valid.simple"].message
+        in results["names.account-name.unix.valid.simple"].found.message
     )
-    assert "Windows" in results["names.stream-name.windows.invalid.lt"].message
-    assert "several tokens" in results["names.durable-name.unix.invalid.dot"].message
+    assert "Windows" in results["names.stream-name.windows.invalid.lt"].found.message
+    assert "several tokens" in results["names.durable-name.unix.invalid.dot"].found.message
     assert no_server.requested == []
 
 
@@ -278,8 +278,8 @@ def test_a_server_accepting_every_name_fails_the_invalid_ones(stand_in: StandIn)
              CASES["names.consumer-name.unix.invalid.space"],
              CASES["names.stream-name.unix.valid.simple"]]  # fmt: skip
     results = [jetstream_names.check(c, stand_in.server, timeout=1.0) for c in cases]
-    assert [r.outcome for r in results] == ["fail", "fail", "pass"]
-    assert results[0].message == (
+    assert [r.found.outcome for r in results] == ["fail", "fail", "pass"]
+    assert results[0].found.message == (
         "accepted an invalid stream-name: created stream 'a/b' for stream 'a/b'"
     )
 
@@ -291,8 +291,8 @@ def test_a_server_that_does_not_answer_gives_an_error_in_bounded_time(stand_in: 
         CASES["names.stream-name.unix.valid.simple"], stand_in.server, timeout=0.3
     )
     assert time.monotonic() - started < 2
-    assert result.outcome == "error"
-    assert result.message == "no answer to creating stream 'ORDERS': no answer within 0.3 s"
+    assert result.found.outcome == "error"
+    assert result.found.message == "no answer to creating stream 'ORDERS': no answer within 0.3 s"
 
 
 @pytest.mark.parametrize("stand_in", ["mute"], indirect=True)
@@ -302,6 +302,6 @@ def test_a_server_that_never_takes_the_connect_gives_an_error(stand_in: StandIn)
         CASES["names.durable-name.unix.valid.simple"], stand_in.server, timeout=0.3
     )
     assert time.monotonic() - started < 2
-    assert result.outcome == "error"
-    assert result.message.startswith("no JetStream session: no PONG after CONNECT and SUB")
+    assert result.found.outcome == "error"
+    assert result.found.message.startswith("no JetStream session: no PONG after CONNECT and SUB")
     assert result.transcript is not None and "CONNECT" in result.transcript.text()

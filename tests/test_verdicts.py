@@ -23,6 +23,7 @@ from nats_conformance.conformance.verdicts import (
 )
 from nats_conformance.harness.results import (
     ROW_KEYS,
+    CaseRef,
     Found,
     ResultsWriter,
     RunContext,
@@ -83,10 +84,8 @@ def test_every_row_is_settled_in_one_place_and_keeps_its_observation(tmp_path: P
             ctx.record(
                 writer,
                 ("t", "kind", "1"),
-                (f"c.{level}.{category}", "g", level),
+                CaseRef(f"c.{level}.{category}", level, None, group="g"),
                 Found("fail", "closed", 1.0, observed='{"closed":true}', category=category),
-                source=None,
-                description="",
             )
     rows = {row.case_id: row for row in read_rows(results)}
     assert rows["c.info.conformance"].outcome == "pass"  # recorded, never failed

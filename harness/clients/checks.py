@@ -3,11 +3,11 @@
 The scripted checks are vectors now (kind ``client.script``, ``vectors/client-*.json``, run by
 ``harness.client_scripts``). What stays here is what they and ``harness.client_vectors`` share (the
 driver ``Session``, ``connected``, ``Link``, rows) and the registry of checks written in Python:
-each is a function ``(client: ClientTarget) -> list[CheckResult]``, registered in
+each is a function ``(client: ClientTarget) -> list[Checked]``, registered in
 ``CLIENT_CHECKS`` with the rows it produces. None is left: the HPUB header rows that were one are
 the ``hpub`` path of the ``headers.encode`` vectors (``harness.clients.vectors``).
 
-``run_client_checks`` turns the results into ``harness.results.ResultRow``s and writes them.
+``run_client_checks`` turns the rows into ``harness.results.ResultRow``s and writes them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_conformance.conformance import protocol, vectors
 from nats_conformance.conformance.vectors import Source
@@ -32,7 +32,7 @@ from nats_conformance.harness.clients.fake_server import (
 )
 from nats_conformance.harness.clients.targets import ClientError
 from nats_conformance.harness.gate import GATING_LEVEL, attempts
-from nats_conformance.harness.results import Found, ResultRow, ResultsWriter
+from nats_conformance.harness.results import CaseRef, Checked, Found, ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
@@ -56,23 +56,6 @@ class CheckDef:
     description: str
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    case_id: str
-    level: str
-    source: Source
-    outcome: str  # pass, fail, error, skip
-    message: str
-    duration_ms: float
-    transcript: str = ""  # the fake server's transcript, for rows that did not pass
-    description: str = ""
-    group: str = ""  # the rule group; by default the case id's first two segments
-    observed: str = ""  # what the library did, canonical (conformance.verdicts.observation)
-    category: str = CONFORMANCE  # robustness: the library crashed or hung (driver.rule)
-
-    def __post_init__(self) -> None:
-        if not self.group:
-            object.__setattr__(self, "group", ".".join(self.case_id.split(".")[:2]))
 
 
 # --- verdicts and the driver session -------------------------------------------------------------
@@ -384,7 +367,7 @@ def _subscribe(
 
 # --- registration -----------------------------------------------------------------------------
 
-Body = Callable[[Session], Iterator[CheckResult]]
+Body = Callable[[Session], Iterator[Checked]]
 
 
 @dataclass(frozen=True)
@@ -393,11 +376,11 @@ class RegisteredCheck:
     definitions: Callable[[], list[CheckDef]]
     body: Body = field(repr=False)
 
-    def __call__(self, client: ClientTarget) -> list[CheckResult]:
+    def __call__(self, client: ClientTarget) -> list[Checked]:
         """Run the check: its rows in the order of its definitions; every row it owes but did
         not produce comes back as an error (or as the verdict that ended it early)."""
         defs = self.definitions()
-        out: list[CheckResult] = []
+        out: list[Checked] = []
         started = time.monotonic()
         ending = Verdict("error", "the check ended before this row")
         with Session(client) as s:
@@ -411,7 +394,7 @@ class RegisteredCheck:
                 ending = Verdict("error", f"driver: {exc}")
             except Exception as exc:  # a bug in the check: the other checks still run
                 ending = Verdict("error", f"check {self.name} raised {type(exc).__name__}: {exc}")
-            done = {r.case_id: r for r in out}
+            done = {r.case.case_id: r for r in out}
             elapsed = (time.monotonic() - started) * 1000
             owed = (ending.outcome, ending.message, elapsed, s.transcript, ending.category)
             return [done.get(d.id) or _result(d, *owed) for d in defs]
@@ -436,15 +419,14 @@ def _result(
     duration_ms: float,
     transcript: str = "",
     category: str = CONFORMANCE,
-) -> CheckResult:
+) -> Checked:
+    """A check's row: the one place a fake-server check's ``Found`` is built."""
     shown = ""
     if outcome != "pass" and transcript:
         lines = transcript.splitlines()
         shown = "\n".join(lines[-TRANSCRIPT_LINES:])
-    return CheckResult(
-        d.id, d.level, d.source, outcome, message, round(duration_ms, 3), shown, d.description,
-        category=category,
-    )  # fmt: skip
+    found = Found(outcome, message, round(duration_ms, 3), shown, category=category)
+    return Checked(CaseRef(d.id, d.level, d.source, d.description), found)
 
 
 # A header block for answers to requests (the ADR-4 example's header, as the reference encodes it).
@@ -478,25 +460,18 @@ def all_definitions() -> list[CheckDef]:
     return [d for check in CLIENT_CHECKS for d in check.definitions()]
 
 
+class Named(Protocol):
+    """What a client row names of its library: a driver's target or a streaming client."""
+
+    name: str
+    version: str
+
+
 def write_result(
-    client: ClientTarget, writer: ResultsWriter, ctx: RunContext, result: CheckResult
+    client: Named, writer: ResultsWriter, ctx: RunContext, result: Checked
 ) -> ResultRow:
     """Write one client row, with its requirement and transcript as details."""
-    return ctx.record(
-        writer,
-        (client.name, "client", client.version),
-        (result.case_id, result.group, result.level),
-        Found(
-            result.outcome,
-            result.message,
-            result.duration_ms,
-            result.transcript,
-            observed=result.observed,
-            category=result.category,
-        ),
-        source=result.source,
-        description=result.description,
-    )
+    return ctx.record(writer, (client.name, "client", client.version), result.case, result.found)
 
 
 def run_client_checks(
@@ -516,30 +491,34 @@ def run_client_checks(
 
 # --- running a failing row again -----------------------------------------------------------------
 
-Rerun = Callable[[str], Iterable[CheckResult]]  # a row id -> the rows of a new run of its case
+Rerun = Callable[[str], Iterable[Checked]]  # a row id -> the rows of a new run of its case
 
 
 def rerun_failures(
-    results: Iterable[CheckResult], again: Rerun, reruns: int, listed: Callable[[str], bool]
-) -> Iterator[tuple[CheckResult, bool]]:
+    results: Iterable[Checked], again: Rerun, reruns: int, listed: Callable[[str], bool]
+) -> Iterator[tuple[Checked, bool]]:
     """Each of ``results`` and whether it is flaky: a gating failure (a must row that fails and
     that ``listed``, the baseline, does not name) is run again through ``again``, up to
     ``reruns`` more times (harness.gate.attempts)."""
     for result in results:
-        gating = result.level == GATING_LEVEL and not listed(result.case_id)
-        yield attempts(result, partial(_row_again, again, result), reruns if gating else 0)
+        gating = result.case.level == GATING_LEVEL and not listed(result.case.case_id)
+        found, flaky = attempts(
+            result.found, partial(_row_again, again, result), reruns if gating else 0
+        )
+        yield Checked(result.case, found), flaky
 
 
-def _row_again(again: Rerun, result: CheckResult) -> CheckResult:
-    """The row of ``result``'s case in a new run of it (an error row when it gave none)."""
-    found = [row for row in again(result.case_id) if row.case_id == result.case_id]
+def _row_again(again: Rerun, result: Checked) -> Found:
+    """What a new run of ``result``'s case found for its row (an error when it gave none)."""
+    row_id = result.case.case_id
+    found = [row.found for row in again(row_id) if row.case.case_id == row_id]
     if not found:
-        return replace(result, outcome="error", message="running the case again gave no row")
+        return replace(result.found, outcome="error", message="running the case again gave no row")
     return found[0]
 
 
 def rerun_by_vector(
-    run: Callable[[list[vectors.Case]], Iterable[CheckResult]], cases: list[vectors.Case]
+    run: Callable[[list[vectors.Case]], Iterable[Checked]], cases: list[vectors.Case]
 ) -> Rerun:
     """Run again through ``run`` the vector of a row (its id is ``<vector id>[@<path>]``)."""
     by_id = {case.id: case for case in cases}

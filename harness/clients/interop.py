@@ -18,7 +18,7 @@ import base64
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Literal
@@ -32,16 +32,16 @@ from nats_conformance.harness.clients.driver import DriverError, DriverProcess, 
 from nats_conformance.harness.clients.interop_cases import (
     InteropCase,
     Refused,
-    Verdict,
     batches,
     message_from_driver,
     run_batch,
     transcript,
 )
 from nats_conformance.harness.clients.targets import ClientError, ClientTarget, open_client
-from nats_conformance.harness.gate import GATING_LEVEL, attempts
+from nats_conformance.harness.gate import GATING_LEVEL, Baseline, attempts
 from nats_conformance.harness.results import (
     INTEROP_KIND,
+    CaseRef,
     Found,
     ResultRow,
     ResultsWriter,
@@ -49,6 +49,7 @@ from nats_conformance.harness.results import (
 )
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import TargetError
+from nats_conformance.harness.suites import Judged, OnRow, PlannedRow, case_ids, judged
 
 # Whether the baseline lists a case for a target at a version (harness.gate.Baseline.lists).
 Listed = Callable[[str, str, str], bool]
@@ -365,51 +366,36 @@ def _record(
     writer: ResultsWriter,
     a: Endpoint,
     b: Endpoint,
-    verdict: Verdict,
-    duration_ms: float,
+    case: InteropCase,
+    found: Found,
 ) -> ResultRow:
-    """Write the row of ``verdict``'s case for the pair (A, B), its transcript as details."""
-    case = verdict.case
-    return ctx.record(
-        writer,
-        (f"{a.name}->{b.name}", INTEROP_KIND, f"{a.version}/{b.version}"),
-        (case.id, case.group, case.level),
-        Found(
-            verdict.outcome,
-            verdict.message,
-            duration_ms,
-            verdict.transcript,
-            observed=verdict.observed,
-            category=verdict.category,
-        ),
-        source=case.source,
-        description=case.description,
-    )
+    """Write the row of ``case`` for the pair (A, B), its transcript as details."""
+    ref = CaseRef(case.id, case.level, case.source, case.description, case.group)
+    return ctx.record(writer, (f"{a.name}->{b.name}", INTEROP_KIND, f"{a.version}/{b.version}"),
+                      ref, found)  # fmt: skip
 
 
-def run_batch_on(
-    batch: Sequence[InteropCase], a: Endpoint, b: Endpoint, index: int
-) -> list[Verdict]:
-    """One batch of cases for the pair (A, B), each verdict with what the libraries reported
-    for its case. A driver that fails during a batch of several cases fails no case by itself:
-    each case runs again alone on a new pair, so a crash or a hang is charged to the case in
-    flight (driver.rule) and to no other."""
+def run_batch_on(batch: Sequence[InteropCase], a: Endpoint, b: Endpoint, index: int) -> list[Found]:
+    """What the pair (A, B) found for one batch of cases, in its order, each with what the
+    libraries reported for its case. A driver that fails during a batch of several cases fails
+    no case by itself: each case runs again alone on a new pair, so a crash or a hang is charged
+    to the case in flight (driver.rule) and to no other."""
     pair = None
     try:
         pair = Pair(a.driver("pub"), b.driver("sub"), a.name, b.name, index)
-        verdicts = run_batch(pair, batch, lambda case: lacking(case, a, b))
+        found = run_batch(pair, batch, lambda case: lacking(case, a, b))
     except (DriverError, Refused, Overrun) as exc:
         if len(batch) > 1:
-            return [v for case in batch for v in run_batch_on([case], a, b, index)]
-        verdicts = [_failed(batch[0], exc, pair)]
+            return [f for case in batch for f in run_batch_on([case], a, b, index)]
+        found = [_failed(batch[0], exc, pair)]
     return [
-        replace(verdict, observed="" if pair is None else pair.observed(verdict.case.id))
-        for verdict in verdicts
+        replace(f, observed="" if pair is None else pair.observed(case.id))
+        for case, f in zip(batch, found, strict=True)
     ]
 
 
-def _failed(case: InteropCase, exc: DriverError | Refused | Overrun, pair: Pair | None) -> Verdict:
-    """The verdict of a case whose drivers failed: their ruling (B died while its deliveries
+def _failed(case: InteropCase, exc: DriverError | Refused | Overrun, pair: Pair | None) -> Found:
+    """What a case whose drivers failed found: their ruling (B died while its deliveries
     were awaited: on what the server sent it), or an error (a flush or subscribe outside the
     case was refused: the connection is gone; the case outlived its deadline)."""
     shown = "" if pair is None else transcript(pair, case)
@@ -417,8 +403,8 @@ def _failed(case: InteropCase, exc: DriverError | Refused | Overrun, pair: Pair 
         exc.server_input = exc.server_input or not exc.command
         ruling = rule(exc, case=case.id)
         if ruling is not None:
-            return Verdict(case, ruling.outcome, ruling.message, shown, category=ruling.category)
-    return Verdict(case, "error", str(exc), shown)
+            return Found(ruling.outcome, ruling.message, 0.0, shown, category=ruling.category)
+    return Found("error", str(exc), 0.0, shown)
 
 
 def lacking(case: InteropCase, a: Endpoint, b: Endpoint) -> str | None:
@@ -453,22 +439,22 @@ def run_pairs(
             target, version = f"{a.name}->{b.name}", f"{a.version}/{b.version}"
             for batch in batches(cases):
                 started = time.monotonic()
-                verdicts = run_batch_on(batch, a, b, index)
+                founds = run_batch_on(batch, a, b, index)
                 # One batch judges several cases: each row gets an equal share of its time.
-                share = (time.monotonic() - started) * 1000 / max(1, len(verdicts))
-                for first in verdicts:
-                    case = first.case
+                share = (time.monotonic() - started) * 1000 / max(1, len(founds))
+                for case, first in zip(batch, founds, strict=True):
                     gating = case.level == GATING_LEVEL and not listed(target, version, case.id)
-                    verdict, flaky = attempts(
+                    found, flaky = attempts(
                         first, partial(_case_again, case, a, b, index), reruns if gating else 0
                     )
-                    yield _record(ctx, writer, a, b, verdict, share), flaky
+                    found = replace(found, duration_ms=share)
+                    yield _record(ctx, writer, a, b, case, found), flaky
 
 
-def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Verdict:
+def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Found:
     """One case run again on the pair, in a batch of its own (its subjects are new)."""
-    [verdict] = run_batch_on([case], a, b, index)
-    return verdict
+    [found] = run_batch_on([case], a, b, index)
+    return found
 
 
 def run_matrix(
@@ -480,10 +466,10 @@ def run_matrix(
     server: str = DEFAULT_SERVER,
     reruns: int = 0,
     listed: Listed = lambda target, version, case_id: False,
-) -> list[tuple[ResultRow, bool]]:
+) -> Iterator[tuple[ResultRow, bool]]:
     """Run every case for every ordered pair of the client ``specs`` through one server of
-    target ``server``; one row per (pair, case), written to ``writer`` as it is known, and
-    whether it is flaky (``reruns`` and ``listed`` as in ``run_pairs``)."""
+    target ``server``; one row per (pair, case), written to ``writer`` and yielded as it is
+    known, with whether it is flaky (``reruns`` and ``listed`` as in ``run_pairs``)."""
     ids = [case.id for case in cases]
     if len(ids) != len(set(ids)):  # the rows would be ambiguous
         raise ValueError(f"interop case ids must be unique: {sorted(ids)}")
@@ -505,9 +491,50 @@ def run_matrix(
             else:
                 endpoint.name, endpoint.problem = spec, problem
             endpoints.append(endpoint)
-        return list(run_pairs(endpoints, cases, writer, ctx, reruns=reruns, listed=listed))
+        yield from run_pairs(endpoints, cases, writer, ctx, reruns=reruns, listed=listed)
     finally:
         for endpoint in endpoints:
             endpoint.close()
         if target is not None:
             target.close()
+
+
+@dataclass(frozen=True)
+class InteropSuite:
+    """The interop matrix (``harness.suites``): every ordered pair of the client libraries
+    ``specs`` (each with itself too), every interop case, through one server of target
+    ``server``."""
+
+    specs: list[str]
+    cases: list[InteropCase]
+    server: str = DEFAULT_SERVER
+
+    role = "client"
+
+    @property
+    def label(self) -> str:
+        return f"interop {len(self.specs)} clients"
+
+    def only(self, rows: Collection[PlannedRow]) -> InteropSuite:
+        # Every pair still runs the cases kept: a pair is no part of what a suite can leave out.
+        wanted = case_ids(rows)
+        return replace(self, cases=[case for case in self.cases if case.id in wanted])
+
+    def planned(self) -> list[PlannedRow]:
+        # A pair is named by the specs here, by the drivers' names in its rows (known once
+        # they answer hello): the same pairs, in the same order.
+        return [
+            PlannedRow(f"{a}->{b}", case.id, case.id, case.level, case.group)
+            for a in self.specs
+            for b in self.specs
+            for batch in batches(self.cases)
+            for case in batch
+        ]
+
+    def run(
+        self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
+    ) -> Iterator[Judged]:
+        matrix = run_matrix(self.specs, self.cases, writer, ctx, server=self.server,
+                            reruns=reruns, listed=baseline.lists)  # fmt: skip
+        for row, flaky in matrix:
+            yield judged(row, flaky, baseline, on_row)

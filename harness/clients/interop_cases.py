@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from nats_conformance.conformance import interop, vectors
 from nats_conformance.conformance.interop import InteropSpec, Message
 from nats_conformance.conformance.vectors import Problem, Source
-from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, deadline, rule
-from nats_conformance.harness.results import bounded
+from nats_conformance.harness.results import Found, bounded
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.interop import Delivered, Pair
@@ -83,53 +82,45 @@ class Refused(Exception):
         self.reply = reply
 
 
-@dataclass(frozen=True)
-class Verdict:
-    case: InteropCase
-    outcome: Outcome
-    message: str
-    transcript: str = ""  # what each side did and reported (kept for a row that did not pass)
-    observed: str = ""  # what the pair's libraries reported for the case, canonical
-    category: str = CONFORMANCE  # robustness: a library crashed or hung (driver.rule)
-
-
-def judge(case: InteropCase, problems: Sequence[str], note: str = "") -> Verdict:
+def judge(problems: Sequence[str], note: str = "") -> Found:
     if problems:
-        return Verdict(case, "fail", "; ".join(problems) + note)
-    return Verdict(case, "pass", "")
+        return Found("fail", "; ".join(problems) + note, 0.0)
+    return Found("pass", "", 0.0)
 
 
-def refused(case: InteropCase, exc: Refused) -> Verdict:
+def refused(exc: Refused) -> Found:
     """A library refusing what the documents allow fails the case; an answer about the driver
     (lacking the API, a request it calls malformed) is its ruling instead (driver.rule)."""
     ruling = rule(exc.reply, exc.cmd)
     if ruling is None:
-        return Verdict(case, "fail", str(exc))
-    return Verdict(case, ruling.outcome, f"{exc.side}: {ruling.message}", category=ruling.category)
+        return Found("fail", str(exc), 0.0)
+    message = f"{exc.side}: {ruling.message}"
+    return Found(ruling.outcome, message, 0.0, category=ruling.category)
 
 
 Lacking = Callable[[InteropCase], str | None]  # why a pair's libraries cannot run a case
 
 
-def run_batch(pair: Pair, batch: Sequence[InteropCase], lacking: Lacking) -> list[Verdict]:
-    """Every case of ``batch`` on ``pair``, one verdict each, with its transcript."""
-    verdicts: dict[str, Verdict] = {}
+def run_batch(pair: Pair, batch: Sequence[InteropCase], lacking: Lacking) -> list[Found]:
+    """What ``pair`` did with every case of ``batch``, in its order, each with its transcript (the
+    interop rows' ``Found``s, built here; a row's duration is its share of the batch's)."""
+    verdicts: dict[str, Found] = {}
     running = []
     for case in batch:
         if (reason := lacking(case)) is not None:
-            verdicts[case.id] = Verdict(case, "skip", reason)
+            verdicts[case.id] = Found("skip", reason, 0.0)
         else:
             running.append(case)
     if running:
         run = _run_publish if batch[0].spec.action == "publish" else _run_requests
         verdicts.update(run(pair, running))
-    return [_with_transcript(verdicts[case.id], pair) for case in batch]
+    return [_with_transcript(verdicts[case.id], pair, case) for case in batch]
 
 
-def _with_transcript(verdict: Verdict, pair: Pair) -> Verdict:
-    if verdict.outcome in ("pass", "skip"):
-        return verdict  # evidence is for what went wrong
-    return replace(verdict, transcript=transcript(pair, verdict.case))
+def _with_transcript(found: Found, pair: Pair, case: InteropCase) -> Found:
+    if found.outcome in ("pass", "skip"):
+        return found  # evidence is for what went wrong
+    return replace(found, transcript=transcript(pair, case))
 
 
 def transcript(pair: Pair, case: InteropCase) -> str:
@@ -140,8 +131,8 @@ def transcript(pair: Pair, case: InteropCase) -> str:
 # --- publish: B's subscriptions, A's messages, B's receivers -------------------------------------
 
 
-def _run_publish(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Verdict]:
-    verdicts: dict[str, Verdict] = {}
+def _run_publish(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Found]:
+    verdicts: dict[str, Found] = {}
     prefixes = {case.id: pair.prefix(f"c{n}") for n, case in enumerate(cases)}
     handles: dict[str, list[str]] = {case.id: [] for case in cases}
     for case in cases:
@@ -150,7 +141,7 @@ def _run_publish(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Verdict]
                 subject = interop.under(prefixes[case.id], subscription.subject)
                 handles[case.id].append(pair.subscribe(subject, subscription.queue, tag=case.id))
         except Refused as exc:
-            verdicts[case.id] = refused(case, exc)
+            verdicts[case.id] = refused(exc)
     pair.sync(pair.prefix("sync"))
     for case in cases:
         if case.id in verdicts:
@@ -159,7 +150,7 @@ def _run_publish(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Verdict]
             for message in case.spec.messages:
                 pair.publish(message.under(prefixes[case.id]), tag=case.id)
         except Refused as exc:
-            verdicts[case.id] = refused(case, exc)
+            verdicts[case.id] = refused(exc)
     pair.flush("a")
     awaited = [handle for case in cases if case.id not in verdicts for handle in handles[case.id]]
     want = sum(
@@ -174,7 +165,7 @@ def _run_publish(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Verdict]
     for case in cases:
         if case.id not in verdicts:
             problems = _receiver_problems(case, prefixes[case.id], handles[case.id], delivered)
-            verdicts[case.id] = judge(case, problems, delivered.note())
+            verdicts[case.id] = judge(problems, delivered.note())
     return verdicts
 
 
@@ -203,8 +194,8 @@ def _receiver_problems(
 # --- request: A requests, B answers on the reply subject it received ----------------------------
 
 
-def _run_requests(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Verdict]:
-    verdicts: dict[str, Verdict] = {}
+def _run_requests(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Found]:
+    verdicts: dict[str, Found] = {}
     handles: dict[str, tuple[str, str]] = {}
     for n, case in enumerate(cases):
         prefix = pair.prefix(f"c{n}")
@@ -213,7 +204,7 @@ def _run_requests(pair: Pair, cases: Sequence[InteropCase]) -> dict[str, Verdict
             subject = interop.under(prefix, case.spec.request.subject)
             handles[case.id] = (prefix, pair.subscribe(subject, tag=case.id))
         except Refused as exc:
-            verdicts[case.id] = refused(case, exc)
+            verdicts[case.id] = refused(exc)
     pair.sync(pair.prefix("sync"))
     for case in cases:
         if case.id in verdicts:
@@ -283,45 +274,45 @@ def _single(delivered: Delivered, handle: str, what: str) -> tuple[Message | Non
     return found[0], []
 
 
-def _judge_exchange(case: InteropCase, prefix: str, seen: _Seen) -> Verdict:
+def _judge_exchange(case: InteropCase, prefix: str, seen: _Seen) -> Found:
     """One row from the request as B saw it and the response as A saw it, as the case asks: a
     failure seen outweighs a skip."""
     spec = case.spec
     verdicts = []
     if spec.expect_request is not None:
-        verdicts.append(_judge_request(case, spec.expect_request.under(prefix), seen))
+        verdicts.append(_judge_request(spec.expect_request.under(prefix), seen))
     if spec.expect_response is not None:
-        verdicts.append(_judge_response(case, spec.expect_response, seen))
+        verdicts.append(_judge_response(spec.expect_response, seen))
     for outcome in ("fail", "skip"):
         messages = [v.message for v in verdicts if v.outcome == outcome]
         if messages:
-            return Verdict(case, outcome, "; ".join(dict.fromkeys(messages)))
-    return Verdict(case, "pass", "")
+            return Found(outcome, "; ".join(dict.fromkeys(messages)), 0.0)
+    return Found("pass", "", 0.0)
 
 
-def _requester_refused(case: InteropCase, seen: _Seen) -> Verdict:
-    verdict = refused(case, Refused(seen.requester, "request", seen.answered))
+def _requester_refused(seen: _Seen) -> Found:
+    verdict = refused(Refused(seen.requester, "request", seen.answered))
     return replace(verdict, message=verdict.message + seen.note)
 
 
-def _judge_request(case: InteropCase, expected: Message, seen: _Seen) -> Verdict:
+def _judge_request(expected: Message, seen: _Seen) -> Found:
     if seen.message is None and not seen.answered.ok:
-        return _requester_refused(case, seen)  # e.g. the library has no request API
+        return _requester_refused(seen)  # e.g. the library has no request API
     problems = [f"request as B received it: {p}" for p in seen.problems]
     if seen.message is not None:
         problems += interop.judge_request(expected, seen.message)
-    return judge(case, problems, seen.note)
+    return judge(problems, seen.note)
 
 
-def _judge_response(case: InteropCase, expected: Message, seen: _Seen) -> Verdict:
+def _judge_response(expected: Message, seen: _Seen) -> Found:
     if seen.refused is not None:
-        return refused(case, seen.refused)
+        return refused(seen.refused)
     if not seen.answered.ok:
-        return _requester_refused(case, seen)
+        return _requester_refused(seen)
     if seen.message is None or seen.message.reply is None:
-        return Verdict(case, "fail", "A got a response although B never answered")
+        return Found("fail", "A got a response although B never answered", 0.0)
     got = message_from_driver(seen.answered.result["message"])
-    return judge(case, interop.judge_response(expected, seen.message.reply, got), seen.note)
+    return judge(interop.judge_response(expected, seen.message.reply, got), seen.note)
 
 
 def message_from_driver(data: dict[str, Any]) -> Message:

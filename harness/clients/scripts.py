@@ -27,7 +27,6 @@ from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, e
 from nats_conformance.conformance.verdicts import CONFORMANCE, observation
 from nats_conformance.harness.clients.checks import (
     TRANSCRIPT_LINES,
-    CheckResult,
     DriverVerdict,
     Overrun,
     Session,
@@ -38,6 +37,7 @@ from nats_conformance.harness.clients.checks import (
 from nats_conformance.harness.clients.driver import DriverError
 from nats_conformance.harness.clients.fake_server import FakeConnection, FakeServer, info_op
 from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.results import CaseRef, Checked, Found
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.targets import ClientTarget
@@ -51,7 +51,7 @@ def script_cases(cases: Iterable[vectors.Case]) -> list[vectors.Case]:
     return [c for c in cases if c.kind == KIND and "client" in c.roles]
 
 
-def run_scripts(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[CheckResult]:
+def run_scripts(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[Checked]:
     """Every script case on one library (one driver, restarted when it dies), a row each."""
     with FakeServer() as spare, Session(client) as s:
         builtins = {"spare_address": f"127.0.0.1:{spare.port}"}
@@ -61,7 +61,7 @@ def run_scripts(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[Che
 
 def run_script(
     client: ClientTarget, s: Session, case: vectors.Case, builtins: dict[str, str]
-) -> CheckResult:
+) -> Checked:
     started = time.monotonic()
     s.begin_case()
     script = case.data["input"]
@@ -89,19 +89,12 @@ def run_script(
     shown = ""
     if outcome != "pass":
         shown = "\n".join(s.transcript.splitlines()[-TRANSCRIPT_LINES:])
-    return CheckResult(
-        case.id,
-        case.level,
-        case.source,
-        outcome,
-        message,
-        round((time.monotonic() - started) * 1000, 3),
-        shown,
-        case.data["description"],
-        # What happened step by step, and how the script ended where a step ended it.
-        observed=observation([steady(note) for note in [*notes, *ended]]),
-        category=category,
-    )
+    # What happened step by step, and how the script ended where a step ended it.
+    steps = observation([steady(note) for note in [*notes, *ended]])
+    ms = round((time.monotonic() - started) * 1000, 3)
+    # The group as the id's first two segments, as these rows always had (CaseRef's default).
+    ref = CaseRef(case.id, case.level, case.source, case.data["description"])
+    return Checked(ref, Found(outcome, message, ms, shown, steps, category))
 
 
 def _fail(message: str) -> Verdict:

@@ -20,9 +20,9 @@ import threading
 import time
 import uuid
 import venv
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +40,22 @@ from nats_conformance.conformance.vectors import Source
 from nats_conformance.conformance.verdicts import observation
 from nats_conformance.harness.clients.driver import DriverError
 from nats_conformance.harness.clients.targets import ClientError
-from nats_conformance.harness.results import Found, ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.gate import Baseline
+from nats_conformance.harness.results import CaseRef, Found, ResultRow, ResultsWriter, RunContext
 from nats_conformance.harness.runtime.limits import READ_LIMITS
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
-from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.servers import stan as stan_server
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer, TargetError
 from nats_conformance.harness.servers.stan import NAME, StanServerTarget
+from nats_conformance.harness.suites import (
+    Judged,
+    OnRow,
+    PlannedRow,
+    SuiteError,
+    case_ids,
+    judged,
+)
 
 if TYPE_CHECKING:  # streaming_clients imports this module's bridge
     from nats_conformance.harness.clients.streaming_clients import StreamingClient
@@ -172,18 +183,40 @@ def try_python_client(state_dir: Path = DEFAULT_STATE_DIR) -> tuple[str, str]:
     return "pass", f"{PYTHON_CLIENT} imports"
 
 
+PYTHON_CLIENT_SPEC = "client:asyncio-nats-streaming"
+PYTHON_CLIENT_ROW = CaseRef("streaming.client.install", "info", None, group="streaming.client")
+
+
 def python_client_row(writer: ResultsWriter, ctx: RunContext) -> ResultRow:
     """The PyPI streaming client's row: whether it installs and imports at all."""
     outcome, message = try_python_client()
     # No document is broken by a library that cannot be imported: the row reports it (info).
     return ctx.record(
         writer,
-        ("client:asyncio-nats-streaming", "client", PYTHON_CLIENT.partition("==")[2]),
-        ("streaming.client.install", "streaming.client", "info"),
+        (PYTHON_CLIENT_SPEC, "client", PYTHON_CLIENT.partition("==")[2]),
+        PYTHON_CLIENT_ROW,
         Found(outcome, message, 0.0, observed=observation(message)),
-        source=None,
-        description="",
     )
+
+
+@dataclass(frozen=True)
+class PythonClientSuite:
+    """The PyPI streaming client's one row (with the bundled vectors)."""
+
+    label: str = f"client run {PYTHON_CLIENT_SPEC}"
+    role: str = "client"
+
+    def only(self, rows: Collection[PlannedRow]) -> PythonClientSuite:
+        return self
+
+    def planned(self) -> list[PlannedRow]:
+        row = PYTHON_CLIENT_ROW
+        return [PlannedRow(PYTHON_CLIENT_SPEC, row.case_id, "", row.level, row.group)]
+
+    def run(
+        self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
+    ) -> Iterator[Judged]:
+        yield judged(python_client_row(writer, ctx), False, baseline, on_row)
 
 
 # --- the real streaming server as a target: raw-protocol sessions ---------------------------------
@@ -918,14 +951,14 @@ def run_stan_server_checks(
         }
     name = f"{NAME} {target.version()}"
     rows = []
-    for case_id, real_obs in observed.items():
-        check = checks[case_id]
+    for case_id in (c for c in checks if c in observed):  # in the order planned
+        real_obs, check = observed[case_id], checks[case_id]
         outcome, message = _verdict(check, real_obs, expected.get(case_id), name)
         raw = case_id in SERVER_CHECKS
         row = ctx.record(
             writer,
             (target.name, target.kind, target.version()),
-            (case_id, SERVER_GROUP, check.level),
+            CaseRef(case_id, check.level, check.source, check.description, SERVER_GROUP),
             Found(
                 outcome,
                 message,
@@ -933,9 +966,58 @@ def run_stan_server_checks(
                 "\n".join(transcript) if raw else "",
                 observed=observation(real_obs.error or real_obs.answer),
             ),
-            source=check.source,
-            description=check.description,
         )
         rows.append(row)
         on_row(row)
     return rows
+
+
+@dataclass(frozen=True)
+class StanServerSuite:
+    """The streaming server checks against one real streaming server (built on first use),
+    compared with the reference bridged onto a nats-server of target ``reference``;
+    ``client`` (the library that takes them, when its build tools are here) taking the
+    streaming.client ``cases`` too."""
+
+    spec: str
+    reference: str
+    client: StreamingClient | None
+    cases: list[vectors.Case]
+
+    role = "server"
+
+    @property
+    def label(self) -> str:
+        return f"streaming server {self.spec}"
+
+    def only(self, rows: Collection[PlannedRow]) -> StanServerSuite:
+        # The raw-protocol checks are one session: they all run.
+        wanted = case_ids(rows)
+        return replace(self, cases=[case for case in self.cases if case.id in wanted])
+
+    def planned(self) -> list[PlannedRow]:
+        # Every check has a row: a session that stops early gives the rest "not run" errors.
+        rows = [(case_id, "", check.level) for case_id, check in SERVER_CHECKS.items()]
+        if self.client is not None:
+            name = self.client.library.name
+            rows += [(client_case_id(name, c), c.id, c.level) for c in self.cases]
+        return [PlannedRow(self.spec, row, case, lv, SERVER_GROUP) for row, case, lv in rows]
+
+    def run(
+        self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
+    ) -> Iterator[Judged]:
+        try:
+            with open_target(self.reference) as reference:
+                try:
+                    target = stan_server.open_target(self.spec)
+                except TargetError as exc:
+                    raise SuiteError(f"target {self.spec} cannot start: {exc}") from exc
+                server = reference.server({})
+                rows = run_stan_server_checks(
+                    target, server, writer, ctx, client=self.client, cases=self.cases
+                )
+        except TargetError as exc:  # a server of either kind that will not start or launch
+            raise SuiteError(str(exc)) from exc
+        # No case runs again: one session judges them all against the reference.
+        for row in rows:
+            yield judged(row, False, baseline, on_row)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import base64
 import shutil
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,7 +34,12 @@ from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
 from nats_conformance.conformance.verdicts import CONFORMANCE, derived_level
 from nats_conformance.harness.clients import checks
-from nats_conformance.harness.clients.checks import CheckResult, Overrun
+from nats_conformance.harness.clients.checks import (
+    Overrun,
+    rerun_by_vector,
+    rerun_failures,
+    write_result,
+)
 from nats_conformance.harness.clients.driver import (
     DriverError,
     DriverProcess,
@@ -49,8 +55,26 @@ from nats_conformance.harness.clients.targets import (
     pinned_version,
     source_problem,
 )
-from nats_conformance.harness.results import NAME_LIMIT, bounded
-from nats_conformance.harness.servers.specs import RunningServer
+from nats_conformance.harness.gate import Baseline
+from nats_conformance.harness.results import (
+    NAME_LIMIT,
+    CaseRef,
+    Checked,
+    Found,
+    ResultsWriter,
+    RunContext,
+    bounded,
+)
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import RunningServer, TargetError
+from nats_conformance.harness.suites import (
+    Judged,
+    OnRow,
+    PlannedRow,
+    SuiteError,
+    case_ids,
+    judged,
+)
 
 PROTOCOL = "nats-conformance-stan-driver/1"
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "drivers" / "stan-protocol.schema.json"
@@ -289,7 +313,7 @@ def _run(
     body: Callable[[StanDriverProcess, StreamingBridge, StreamingServerModel], Rows],
     cluster_id: str = CLUSTER_ID,
     fed: bool = False,
-) -> list[CheckResult]:
+) -> list[Checked]:
     """``body`` with a started driver and a fresh reference streaming server bridged onto
     ``server``. A library that crashes or hangs gives ``row_id`` a robustness failure when the
     case's server bytes (``fed``) were its input, an error otherwise (driver.rule), unless
@@ -335,7 +359,7 @@ def _take_steps(
         after(step)
 
 
-def run_case(client: StreamingClient, server: RunningServer, case: vectors.Case) -> CheckResult:
+def run_case(client: StreamingClient, server: RunningServer, case: vectors.Case) -> Checked:
     """One streaming.client case against one library, as a row."""
 
     def body(driver: StanDriverProcess, bridge: StreamingBridge, model: Any) -> Rows:
@@ -362,7 +386,7 @@ def _wait(done: Callable[[], bool], seconds: float) -> None:
         time.sleep(0.02)
 
 
-def run_send(client: StreamingClient, server: RunningServer, case: vectors.Case) -> CheckResult:
+def run_send(client: StreamingClient, server: RunningServer, case: vectors.Case) -> Checked:
     """``<id>@send``: the library sends the encode case's message with the case's values."""
     row_id = f"{case.id}@send"
     inp = case.data["input"]
@@ -424,7 +448,7 @@ def _survival(driver: StanDriverProcess, row_id: str, level: str, arrived: bool 
 
 def run_receive(
     client: StreamingClient, server: RunningServer, case: vectors.Case
-) -> list[CheckResult]:
+) -> list[Checked]:
     """``<id>@receive`` (and for bytes the case rejects, ``<id>@receive-survives``):
     the decode case's bytes delivered to the library where it expects that message."""
     row_id = f"{case.id}@receive"
@@ -522,17 +546,16 @@ def _result(
     row_id: str | None = None,
     level: str | None = None,
     category: str = CONFORMANCE,
-) -> CheckResult:
-    return CheckResult(
-        row_id or case.id, level or case.level, case.source, outcome, message, round(ms, 3),
-        transcript, f"{case.data['description']} (vector {case.id})", group=case.group,
-        category=category,
-    )  # fmt: skip
+) -> Checked:
+    """A streaming client's row: the one place its ``Found`` is built."""
+    description = f"{case.data['description']} (vector {case.id})"
+    ref = CaseRef(row_id or case.id, level or case.level, case.source, description, case.group)
+    return Checked(ref, Found(outcome, message, round(ms, 3), transcript, category=category))
 
 
 def run_streaming_client_vectors(
     client: StreamingClient, server: RunningServer, cases: list[vectors.Case]
-) -> Iterator[CheckResult]:
+) -> Iterator[Checked]:
     """Every client-role streaming case against one library, each row as soon as known:
     streaming.client cases as sessions, encode cases ``@send``, decode cases ``@receive``."""
     for case in cases:
@@ -569,3 +592,75 @@ def server_observation(
     steps = ", ".join("ok" if r.ok else f"failed ({r.error})" for r in session.observed.steps)
     got = "; ".join(f"{sub}: {sc.show(d)}" for sub, d in sorted(session.observed.received.items()))
     return f"steps {steps}; received {got or 'nothing'}", "; ".join(problems) or None
+
+
+@dataclass(frozen=True)
+class StreamingClientSuite:
+    """A NATS Streaming client library (``harness.suites``) against the client-role streaming
+    ``cases``, through the reference streaming server bridged onto a nats-server of target
+    ``server``; a gating failure runs again through a new run of its vector."""
+
+    spec: str
+    cases: list[vectors.Case]
+    server: str
+
+    role = "client"
+
+    @property
+    def label(self) -> str:
+        return f"client run {self.spec}"
+
+    def only(self, rows: Collection[PlannedRow]) -> StreamingClientSuite:
+        wanted = case_ids(rows)
+        return replace(self, cases=[case for case in self.cases if case.id in wanted])
+
+    def planned(self) -> list[PlannedRow]:
+        # One row per case, a decode case the library must survive two. Not known exactly before
+        # running: a driver that fails before a decode case is judged gives only its @receive
+        # row; the plan counts both.
+        rows = []
+        for case in (c for c in self.cases if "client" in c.roles):
+            if case.kind == sc.KIND:
+                rows.append((case.id, case.level, case))
+            elif case.kind == "streaming.encode":
+                rows.append((f"{case.id}@send", case.level, case))
+            elif case.kind == "streaming.decode":
+                rows.append((f"{case.id}@receive", case.level, case))
+                if "error" in case.data["expect"] and _reachable(case):
+                    survives = derived_level(case.level, "must")
+                    rows.append((f"{case.id}@receive-survives", survives, case))
+        return [PlannedRow(self.spec, row, c.id, lv, c.group) for row, lv, c in rows]
+
+    def run(
+        self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
+    ) -> Iterator[Judged]:
+        client = parse_spec(self.spec)
+        if client is None:
+            raise SuiteError(f"client {self.spec} is no NATS Streaming client")
+        try:
+            target = open_target(self.server)
+        except TargetError as exc:
+            raise SuiteError(f"target {self.server} cannot start: {exc}") from exc
+        with target:
+            try:
+                server = target.server({})
+            except TargetError as exc:
+                raise SuiteError(f"target {self.server} cannot start: {exc}") from exc
+            try:
+                client.driver().close()  # build now: a broken build stops the run with why
+            except (ClientError, DriverError) as exc:
+                raise SuiteError(f"client {self.spec} cannot start: {exc}") from exc
+            run = partial(run_streaming_client_vectors, client, server)
+            listed = partial(baseline.lists, client.name, client.version)
+            again = rerun_by_vector(run, self.cases)
+            for result, flaky in rerun_failures(run(self.cases), again, reruns, listed):
+                yield judged(write_result(client, writer, ctx, result), flaky, baseline, on_row)
+
+
+def _reachable(case: vectors.Case) -> bool:
+    """Whether a decode case's bytes can be delivered to a library at all."""
+    try:
+        scc.receive_plan(case.data["input"], case.data["expect"])
+    except scc.Unreachable:
+        return False
+    return True

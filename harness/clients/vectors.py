@@ -27,14 +27,14 @@ reason (drivers also say it of single inputs their library cannot express), one 
 ``invalid`` is an error, and a driver that crashes or hangs gives the case in flight a row of
 its own (robustness when the library died on what the fake server sent it): ``driver.rule``.
 Judging is ``conformance.judge``'s; this module only drives the library and collects answers.
-Every judged row carries what the library did (``CheckResult.observed``, canonical).
+Every judged row carries what the library did (``Found.observed``, canonical).
 """
 
 from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -53,7 +53,6 @@ from nats_conformance.harness.clients.checks import (
     HEADER_BLOCK,
     QUIET,
     STEP,
-    CheckResult,
     Link,
     Session,
     Verdict,
@@ -76,6 +75,7 @@ from nats_conformance.harness.clients.patience import (
     look_for_more,
     patience,
 )
+from nats_conformance.harness.results import CaseRef, Checked, Found
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.targets import ClientTarget
@@ -760,18 +760,18 @@ def _result(
     category: str = CONFORMANCE,
     *,
     observed: str = "",
-) -> CheckResult:
+) -> Checked:
+    """A path's row: the one place a client vector row's ``Found`` is built."""
     description = f"{how} (vector {case.id}): {case.data['description']}"
     shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
-    return CheckResult(
-        f"{case.id}@{spec.suffix}", spec.level, case.source, outcome, message, round(ms, 3),
-        shown, description, group=case.group, category=category, observed=observed,
-    )  # fmt: skip
+    found = Found(outcome, message, round(ms, 3), shown, observed, category)
+    ref = CaseRef(f"{case.id}@{spec.suffix}", spec.level, case.source, description, case.group)
+    return Checked(ref, found)
 
 
 def _run_case(
     r: PathRun, path: ClientPath, case: vectors.Case, specs: list[RowSpec]
-) -> list[CheckResult]:
+) -> list[Checked]:
     started = time.monotonic()
     r.s.begin_case()  # a call past checks.CASE_SECONDS ends the case as an error (Overrun)
     produced: dict[str, Judgement] = {}
@@ -805,30 +805,52 @@ def _run_case(
     return out
 
 
-def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[CheckResult]:
-    """Every client-role case through every path of its kind, as rows, each as soon as known."""
+def _by_kind(cases: Iterable[vectors.Case]) -> dict[str, list[vectors.Case]]:
     by_kind: dict[str, list[vectors.Case]] = {}
     for case in client_cases(cases):
         by_kind.setdefault(case.kind, []).append(case)
-    for kind, kind_cases in by_kind.items():
+    return by_kind
+
+
+def _unreached(cases: list[vectors.Case], paths: Sequence[ClientPath]) -> list[vectors.Case]:
+    return [case for case in cases if not any(path.applies(case) for path in paths)]
+
+
+def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[Checked]:
+    """Every client-role case through every path of its kind, as rows, each as soon as known
+    (in the order of ``planned_rows``)."""
+    for kind, kind_cases in _by_kind(cases).items():
         if kind == client_scripts.KIND:
             yield from client_scripts.run_scripts(client, kind_cases)
             continue
         paths = PATHS.get(kind, ())
-        for case in kind_cases:
-            if not any(path.applies(case) for path in paths):
-                reason = NOT_REACHED_REASONS.get(
-                    kind, f"no client path reaches this {kind} case yet"
-                )
-                yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
-                              reason, 0.0)  # fmt: skip
+        for case in _unreached(kind_cases, paths):
+            reason = NOT_REACHED_REASONS.get(kind, f"no client path reaches this {kind} case yet")
+            yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
+                          reason, 0.0)  # fmt: skip
         for path in paths:
             yield from _run_path(client, path, [c for c in kind_cases if path.applies(c)])
 
 
+def planned_rows(cases: Iterable[vectors.Case]) -> Iterator[tuple[str, str, vectors.Case]]:
+    """(row id, level, case) of each row ``run_client_vectors`` gives ``cases``, in its order:
+    one per row of every path that applies, ``ID@client`` when none does, the case id for
+    a client script."""
+    for kind, kind_cases in _by_kind(cases).items():
+        if kind == client_scripts.KIND:
+            yield from ((case.id, case.level, case) for case in kind_cases)
+            continue
+        paths = PATHS.get(kind, ())
+        for case in _unreached(kind_cases, paths):
+            yield f"{case.id}@{NOT_REACHED}", case.level, case
+        for path in paths:
+            for case in (c for c in kind_cases if path.applies(c)):
+                yield from ((f"{case.id}@{s.suffix}", s.level, case) for s in path.row_specs(case))
+
+
 def _run_path(
     client: ClientTarget, path: ClientPath, cases: list[vectors.Case]
-) -> Iterator[CheckResult]:
+) -> Iterator[Checked]:
     lacking = client.lacks(path.capability) if path.capability else None
     with ExitStack() as stack:
         s = stack.enter_context(Session(client))

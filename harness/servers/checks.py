@@ -17,35 +17,35 @@ from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.servers import jetstream_names
 from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
-from nats_conformance.harness.servers.wire import CaseResult, run_wire_script
+from nats_conformance.harness.servers.wire import ServerRun, run_wire_script
 
 # Seconds a server whose listener refuses connections after a case has to show its exit.
 CRASH_GRACE = 2.0
 
 
-def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> CaseResult:
+def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> ServerRun:
     """Run ``case`` on a server of ``target`` (each wait bounded by ``timeout``)."""
     names = case.kind == jetstream_names.KIND
     wire = case.data.get("wire")
     if names:
         reason = jetstream_names.not_asked(case)
         if reason is not None:
-            return CaseResult("skip", reason, 0.0)
+            return ServerRun.of("skip", reason, 0.0)
         config = jetstream_names.SERVER_CONFIG
     elif wire is None:
-        return CaseResult("skip", "no wire script", 0.0)
+        return ServerRun.of("skip", "no wire script", 0.0)
     else:
         config = wire.get("config", {})
     if config and not target.configurable:
         keys = ", ".join(sorted(config))
-        return CaseResult(
+        return ServerRun.of(
             "skip", f"needs server configuration {keys} that target {target.name} cannot set", 0.0
         )
     started = time.monotonic()
     try:
         server = target.server(config)
     except TargetError as exc:
-        return CaseResult("error", str(exc), (time.monotonic() - started) * 1000)
+        return ServerRun.of("error", str(exc), (time.monotonic() - started) * 1000)
     if names:
         result = jetstream_names.check(case, server, timeout=max(timeout, jetstream_names.API_WAIT))
     else:
@@ -53,16 +53,18 @@ def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> Cas
     return _crashed(result, target, config)
 
 
-def _crashed(result: CaseResult, target: ServerTarget, config: dict[str, Any]) -> CaseResult:
+def _crashed(result: ServerRun, target: ServerTarget, config: dict[str, Any]) -> ServerRun:
     """``result``, or a robustness failure when the target's server is gone after the case (a
     case that did not pass may have seen the crash a moment before the exit shows)."""
-    gone = target.gone(config, within=CRASH_GRACE if result.outcome != "pass" else 0.0)
+    found = result.found
+    gone = target.gone(config, within=CRASH_GRACE if found.outcome != "pass" else 0.0)
     if gone is None:
         return result
-    found = f"; the case found: {result.message}" if result.message else ""
-    return dataclasses.replace(
-        result,
+    seen = f"; the case found: {found.message}" if found.message else ""
+    crash = dataclasses.replace(
+        found,
         outcome="fail",
-        message=f"the server process {gone} during the case{found}",
+        message=f"the server process {gone} during the case{seen}",
         category=ROBUSTNESS,
     )
+    return dataclasses.replace(result, found=crash)

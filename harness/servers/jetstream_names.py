@@ -46,7 +46,7 @@ from nats_conformance.conformance.vectors import Case
 from nats_conformance.conformance.verdicts import observation
 from nats_conformance.harness.runtime.transcripts import Transcript
 from nats_conformance.harness.servers.specs import RunningServer
-from nats_conformance.harness.servers.wire import CaseResult, Outcome, WireConnection
+from nats_conformance.harness.servers.wire import Outcome, ServerRun, WireConnection
 
 # Seconds a JetStream API request may take: creating a stream writes its store, which on a
 # loaded machine can take longer than a wire exchange's wait. An answer ends the wait, so the
@@ -263,7 +263,7 @@ class NameSession:
     def close(self) -> None:
         self._conn.close()
 
-    def check(self, case: Case, *, timeout: float) -> CaseResult:
+    def check(self, case: Case, *, timeout: float) -> ServerRun:
         """Ask the server about ``case``'s name; the row's transcript is this case's traffic."""
         started = time.monotonic()
         mark = len(self._conn.transcript.events)
@@ -272,7 +272,7 @@ class NameSession:
         production, name = data["production"], data["name"]
         plan = plan_for(production, name, self._token, self._cases)
         if isinstance(plan, str):
-            return CaseResult("skip", plan, 0.0)
+            return ServerRun.of("skip", plan, 0.0)
         self._conn.note(f"case {case.id}: {plan.thing} ({production})")
         if plan.form:
             self._conn.note(f"the name is {plan.form}")
@@ -284,7 +284,7 @@ class NameSession:
         transcript = Transcript(self._conn.transcript.events[mark:])
         elapsed = (time.monotonic() - started) * 1000
         observed = "" if answer is None else observation(observed_answer(answer))
-        return CaseResult(outcome, message, elapsed, transcript, observed=observed)
+        return ServerRun.of(outcome, message, elapsed, transcript, observed=observed)
 
     def _ask(
         self, plan: Plan, production: str, expect_valid: bool, timeout: float
@@ -383,7 +383,7 @@ def _answer(message: protocol.Msg | protocol.HMsg) -> Answer:
 _SESSIONS: dict[RunningServer, NameSession] = {}
 
 
-def check(case: Case, server: RunningServer, *, timeout: float) -> CaseResult:
+def check(case: Case, server: RunningServer, *, timeout: float) -> ServerRun:
     """Check one ``name.validate`` case on ``server`` (started with ``SERVER_CONFIG``)."""
     session = _SESSIONS.get(server)
     if session is not None and not session.usable:  # the connection broke: start again
@@ -395,7 +395,7 @@ def check(case: Case, server: RunningServer, *, timeout: float) -> CaseResult:
             session = NameSession.open(server, timeout=timeout)
         except SessionError as exc:
             elapsed = (time.monotonic() - started) * 1000
-            return CaseResult("error", f"no JetStream session: {exc}", elapsed, exc.transcript)
+            return ServerRun.of("error", f"no JetStream session: {exc}", elapsed, exc.transcript)
         _SESSIONS[server] = session
     return session.check(case, timeout=timeout)
 

@@ -1,19 +1,29 @@
-"""Run server cases against server targets: one row per (target, case), judged by the gate."""
+"""Run server cases against server targets: one row per (target, case), judged by the gate; the
+server suite of a run (``harness.suites``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nats_conformance.conformance.vectors import Case, LoadResult, load_all
 from nats_conformance.conformance.verdicts import ROBUSTNESS
-from nats_conformance.harness.gate import GATING_LEVEL, Baseline, Verdict, attempts
-from nats_conformance.harness.results import Found, ResultRow, ResultsWriter, RunContext
+from nats_conformance.harness.gate import GATING_LEVEL, Baseline, attempts
+from nats_conformance.harness.results import CaseRef, Found, ResultsWriter, RunContext
 from nats_conformance.harness.servers import jetstream_names
 from nats_conformance.harness.servers.checks import check_case
+from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.specs import TargetError
 from nats_conformance.harness.servers.targets import ServerTarget
-from nats_conformance.harness.servers.wire import CaseResult
+from nats_conformance.harness.suites import (
+    Judged,
+    OnRow,
+    PlannedRow,
+    SuiteError,
+    case_ids,
+    judged,
+)
 
 # The case that checks a server's greeting: run first, so a broken greeting fails a must case.
 GREETING_CASE = "protocol.info.session.greeting"
@@ -30,31 +40,9 @@ def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
     return server_cases(loaded), loaded
 
 
-def record(
-    ctx: RunContext,
-    writer: ResultsWriter,
-    target: ServerTarget,
-    version: str,
-    case: Case,
-    result: CaseResult,
-) -> ResultRow:
-    """Write a case's row with its requirement and transcript as details."""
-    transcript = "" if result.transcript is None else result.transcript.text()
-    return ctx.record(
-        writer,
-        (target.name, target.kind, version),
-        (case.id, case.group, case.level),
-        Found(
-            result.outcome,
-            result.message,
-            result.duration_ms,
-            transcript,
-            observed=result.observed,
-            category=result.category,
-        ),
-        source=case.source,
-        description=case.data["description"],
-    )
+def ordered(cases: list[Case]) -> list[Case]:
+    """``cases`` in the order a target is checked with them: the greeting case first."""
+    return sorted(cases, key=lambda c: c.id != GREETING_CASE)
 
 
 def run_target(
@@ -63,10 +51,10 @@ def run_target(
     cases: list[Case],
     writer: ResultsWriter,
     baseline: Baseline,
-    on_result: Callable[[ResultRow, Verdict], None] = lambda row, verdict: None,
+    on_result: OnRow = lambda row, verdict: None,
     *,
     reruns: int = 0,
-) -> list[tuple[ResultRow, Verdict]]:
+) -> Iterator[Judged]:
     """Check every case against one target, writing each row as soon as it is known.
 
     The greeting case runs first. Once a case finds that the server does not greet with INFO,
@@ -76,29 +64,77 @@ def run_target(
     passing one, whose message names every failed attempt, and the verdict ``FLAKY``.
     """
     version = target.version()
-    out = []
     broken_greeting = ""
     try:
-        for case in sorted(cases, key=lambda c: c.id != GREETING_CASE):
+        for case in ordered(cases):
             flaky = False
             if broken_greeting:
-                result = CaseResult("error", f"not run: {broken_greeting}", 0.0)
+                found = Found("error", f"not run: {broken_greeting}", 0.0)
             else:
                 gating = case.level == GATING_LEVEL
                 unlisted = gating and not baseline.lists(target.name, version, case.id)
-                # A broken greeting is not run again: it breaks every case, and the run says so.
-                again = partial(check_case, case, target)
-                first = again()
-                # A crash or a hang fails at every level: it is run again at every level too.
-                rerun = unlisted or first.category == ROBUSTNESS
-                result, flaky = attempts(first, again, reruns if rerun else 0,
-                                         stop=lambda result: result.greeting_failed)  # fmt: skip
-                if result.greeting_failed:
-                    broken_greeting = f"the target's greeting is broken ({result.message})"
-            row = record(ctx, writer, target, version, case, result)
-            verdict = Verdict.FLAKY if flaky else baseline.verdict(row)
-            out.append((row, verdict))
-            on_result(row, verdict)
+                found, flaky, broken = _attempted(case, target, reruns, unlisted=unlisted)
+                if broken:
+                    broken_greeting = f"the target's greeting is broken ({found.message})"
+            target_id = (target.name, target.kind, version)
+            row = ctx.record(writer, target_id, CaseRef.of(case), found)
+            yield judged(row, flaky, baseline, on_result)
     finally:
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
-    return out
+
+
+def _attempted(
+    case: Case, target: ServerTarget, reruns: int, *, unlisted: bool
+) -> tuple[Found, bool, bool]:
+    """``case`` on ``target``, run again up to ``reruns`` more times while it fails, when it is
+    a must case the baseline does not list (``unlisted``) or failed as robustness: what it found,
+    whether flaky, and whether the server's greeting broke."""
+    runs = [check_case(case, target)]
+
+    def again() -> Found:
+        runs.append(check_case(case, target))
+        return runs[-1].found
+
+    # A crash or a hang fails at every level: it is run again at every level too.
+    rerun = unlisted or runs[0].found.category == ROBUSTNESS
+    # A broken greeting is not run again: it breaks every case, and the run says so.
+    found, flaky = attempts(runs[0].found, again, reruns if rerun else 0,
+                            stop=lambda _: runs[-1].greeting_broken)  # fmt: skip
+    return found, flaky, runs[-1].greeting_broken
+
+
+@dataclass(frozen=True)
+class ServerSuite:
+    """The wire cases (and the name cases asked through the JetStream API) against one server
+    target, opened for the run and stopped after it."""
+
+    spec: str
+    cases: list[Case]
+
+    role = "server"
+
+    @property
+    def label(self) -> str:
+        return f"server {self.spec}"
+
+    def only(self, rows: Collection[PlannedRow]) -> ServerSuite:
+        wanted = case_ids(rows)
+        return replace(self, cases=[case for case in self.cases if case.id in wanted])
+
+    def planned(self) -> list[PlannedRow]:
+        return [PlannedRow(self.spec, c.id, c.id, c.level, c.group) for c in ordered(self.cases)]
+
+    def run(
+        self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
+    ) -> Iterator[Judged]:
+        why = f"target {self.spec} cannot start"
+        try:
+            target = open_target(self.spec)
+        except TargetError as exc:
+            raise SuiteError(f"{why}: {exc}") from exc
+        with target:
+            try:
+                target.server({})  # a target that cannot start at all is a usage problem
+            except TargetError as exc:
+                raise SuiteError(f"{why}: {exc}") from exc
+            yield from run_target(ctx, target, self.cases, writer, baseline, on_row, reruns=reruns)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from nats_conformance.conformance import protocol, vectors, wire_script
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from nats_conformance.conformance.wire_script import ConnectionPlan
+from nats_conformance.harness.results import Found
 from nats_conformance.harness.runtime.limits import READ_LIMITS
 from nats_conformance.harness.runtime.transcripts import Direction, Transcript
 from nats_conformance.harness.servers import tls
@@ -282,15 +283,32 @@ class WireConnection:
         self.close()
 
 
-@dataclass
-class CaseResult:
-    outcome: Outcome
-    message: str
-    duration_ms: float
+@dataclass(frozen=True)
+class ServerRun:
+    """What checking one case on a server found (the row's ``Found``), next to the transcript as
+    events (what the robustness rules and their tests read) and whether the server's greeting
+    broke (no later case can run on that server: the runner stops connecting)."""
+
+    found: Found
     transcript: Transcript | None = None
-    greeting_failed: bool = False  # the server did not greet with INFO: no case can run
-    observed: str = ""  # what the server did, canonical (conformance.verdicts.observation)
-    category: str = CONFORMANCE  # robustness: the server crashed or stopped answering
+    greeting_broken: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        outcome: Outcome,
+        message: str,
+        duration_ms: float,
+        transcript: Transcript | None = None,
+        *,
+        greeting_broken: bool = False,
+        observed: str = "",
+        category: str = CONFORMANCE,
+    ) -> ServerRun:
+        """The one place a server case's ``Found`` is built: its transcript as text."""
+        text = "" if transcript is None else transcript.text()
+        found = Found(outcome, message, duration_ms, text, observed, category)
+        return cls(found, transcript, greeting_broken)
 
 
 class _Verdict(Exception):
@@ -313,13 +331,13 @@ class _Verdict(Exception):
 
 def run_wire_script(
     wire: dict[str, Any], server: RunningServer, *, timeout: float = 1.0
-) -> CaseResult:
+) -> ServerRun:
     """Run one wire script against ``server``; every step is bounded by ``timeout`` seconds (an
     exchange's ``wait`` adds to it).
 
     Each of the script's connections opens at its first exchange and must greet with INFO.
     ``pass`` when every exchange matches; ``fail`` at the first mismatch ("<field>: <why>") or
-    when the server does not greet with INFO (``greeting_failed`` when the script's first
+    when the server does not greet with INFO (``greeting_broken`` when the script's first
     connection finds it: no other case can run on that server either); ``error`` when the
     script cannot be run (no connection, an undecodable script). A server that, where the script
     expects the connection open, answers neither the script nor a probe PING (nor closes) fails
@@ -387,8 +405,8 @@ def run_wire_script(
             events, conns[name].closed, wire_script.queue_members(wire, name))
          for name, events in seen.items()}
     )  # fmt: skip
-    return CaseResult(
-        outcome, message, elapsed, shown, greeting_failed=greeting, observed=observed,
+    return ServerRun.of(
+        outcome, message, elapsed, shown, greeting_broken=greeting, observed=observed,
         category=category,
     )  # fmt: skip
 

@@ -1,0 +1,73 @@
+"""The suites of a run, from the targets it names: the one list the command and the pytest plugin
+iterate (``harness.suites``), in the order they run: each server target, each real streaming
+server, each client library, the interop matrix across the libraries, each NATS Streaming client
+(and with the bundled vectors the PyPI streaming client's row)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from nats_conformance.conformance.vectors import Case
+from nats_conformance.harness.clients import interop_cases, streaming_clients
+from nats_conformance.harness.clients.checks import RegisteredCheck
+from nats_conformance.harness.clients.interop import DEFAULT_SERVER, InteropSuite
+from nats_conformance.harness.clients.library import LibrarySuite
+from nats_conformance.harness.clients.streaming import PythonClientSuite, StanServerSuite
+from nats_conformance.harness.clients.streaming_clients import StreamingClientSuite
+from nats_conformance.harness.servers.kinds import parse_spec
+from nats_conformance.harness.servers.runner import ServerSuite
+from nats_conformance.harness.suites import PlannedRow, Suite
+
+STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.client cases there
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What a run checks: server specs, client specs, and whether the vectors are the bundled
+    ones (then, with streaming clients, the PyPI streaming client's row too)."""
+
+    servers: list[str]
+    clients: list[str]
+    bundled: bool
+
+
+def is_streaming_client(spec: str) -> bool:
+    return streaming_clients.parse_spec(spec) is not None
+
+
+def suites(
+    targets: Targets, server_cases: list[Case], cases: list[Case], checks: list[RegisteredCheck]
+) -> list[Suite]:
+    """The suites checking ``targets``: servers with ``server_cases``, clients with the
+    client-role ``cases`` and the fake-server ``checks`` (the selected ones)."""
+    parsed = [parse_spec(spec) for spec in targets.servers]
+    plain = [spec.spec for spec in parsed if spec.kind != "stan"]
+    # The real streaming server gets the streaming checks; every other kind the vectors.
+    out: list[Suite] = [ServerSuite(spec, server_cases) for spec in plain]
+    stan = [spec.spec for spec in parsed if spec.kind == "stan"]
+    if stan:
+        client = None
+        if f"client:{STAN_CLIENT}" in streaming_clients.available():
+            client = streaming_clients.parse_spec(f"client:{STAN_CLIENT}")
+        taken = [case for case in cases if case.kind == "streaming.client"]
+        out += [StanServerSuite(spec, DEFAULT_SERVER, client, taken) for spec in stan]
+    libraries = [spec for spec in targets.clients if not is_streaming_client(spec)]
+    out += [LibrarySuite(spec, cases, checks) for spec in libraries]
+    if libraries:
+        pairs_cases, problems = interop_cases.load_cases(cases)
+        for problem in problems:
+            print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
+        if pairs_cases:
+            server = plain[0] if plain else DEFAULT_SERVER  # the first server target the user named
+            out.append(InteropSuite(libraries, pairs_cases, server))
+    streaming = [spec for spec in targets.clients if is_streaming_client(spec)]
+    out += [StreamingClientSuite(spec, cases, DEFAULT_SERVER) for spec in streaming]
+    if streaming and targets.bundled:
+        out.append(PythonClientSuite())
+    return out
+
+
+def planned(of: list[Suite]) -> list[PlannedRow]:
+    """Every row the suites ``of`` will write, in order."""
+    return [row for suite in of for row in suite.planned()]
