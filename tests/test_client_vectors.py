@@ -194,11 +194,8 @@ def test_hpub_publishes_every_encode_case_without_a_status_line() -> None:
 
 
 def test_every_former_row_id_names_a_row_the_paths_give() -> None:
-    """A row alias carries history over to a row that exists: one the client paths list (and
-    the pytest plugin collects)."""
-    from nats_conformance.harness.plugin import client_row_ids
-
-    rows = {row_id for row_id, _ in client_row_ids(BUNDLED)}
+    """A row alias carries history over to a row that exists: one the client paths plan."""
+    rows = {row_id for row_id, _, _ in client_vectors.planned_rows(BUNDLED)}
     moved = vectors.renames(BUNDLED).rows
     assert moved and set(moved.values()) <= rows
     assert not set(moved) & rows  # and no former id is a row of today

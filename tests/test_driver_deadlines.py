@@ -19,10 +19,10 @@ import pytest
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import driver as driver_module
 from nats_conformance.harness.clients import vectors as client_vectors
-from nats_conformance.harness.clients.checks import CheckResult
 from nats_conformance.harness.clients.driver import DEFAULT_DEADLINE, commands, deadline
 from nats_conformance.harness.clients.patience import HANG_AFTER
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
+from nats_conformance.harness.results import Checked
 
 FAKE_DRIVER = r"""
 import base64, json, os, socket, sys, threading, time
@@ -265,7 +265,7 @@ def fake(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
             client.close()
 
 
-def rows(client: ClientTarget) -> list[CheckResult]:
+def rows(client: ClientTarget) -> list[Checked]:
     return list(client_vectors.run_client_vectors(client, cases()))
 
 
@@ -296,7 +296,7 @@ def test_the_guide_names_every_deadline_the_schema_gives() -> None:
 @pytest.fixture(scope="module")
 def unhung(fake: Any) -> dict[str, tuple[str, str]]:
     """The rows of a run whose driver hangs nowhere: id -> (outcome, category)."""
-    found = {r.case_id: (r.outcome, r.category) for r in rows(fake(hang=None))}
+    found = {r.case.case_id: (r.found.outcome, r.found.category) for r in rows(fake(hang=None))}
     assert not any(outcome == "error" for outcome, _ in found.values()), found
     return found
 
@@ -306,19 +306,22 @@ def test_a_hang_on_any_command_costs_its_case_only_and_says_where(
     fake: Any, unhung: dict[str, tuple[str, str]], command: str
 ) -> None:
     got = rows(fake(hang=command))
-    assert [r.case_id for r in got] == list(unhung)  # no row lost, none added
-    hung = [r for r in got if f"'{command}' (id" in r.message and "hung" in r.message]
+    assert [r.case.case_id for r in got] == list(unhung)  # no row lost, none added
+    hung = [r for r in got if f"'{command}' (id" in r.found.message and "hung" in r.found.message]
     assert hung, f"no row names the hang on {command}"
     for row in hung:
-        case_id = row.case_id.partition("@")[0]
-        assert row.outcome in ("error", "fail"), row.message
-        assert f"case {case_id}" in row.message, row.message
-        assert "the last lines exchanged" in row.message, row.message
-        assert f'"cmd":"{command}"' in row.message, row.message  # the request, as sent
-    hung_cases = {row.case_id.partition("@")[0] for row in hung}
+        case_id = row.case.case_id.partition("@")[0]
+        assert row.found.outcome in ("error", "fail"), row.found.message
+        assert f"case {case_id}" in row.found.message, row.found.message
+        assert "the last lines exchanged" in row.found.message, row.found.message
+        assert f'"cmd":"{command}"' in row.found.message, row.found.message  # the request, as sent
+    hung_cases = {row.case.case_id.partition("@")[0] for row in hung}
     for row in got:  # every other case: judged as in a run without the hang
-        if row.case_id.partition("@")[0] not in hung_cases:
-            assert (row.outcome, row.category) == unhung[row.case_id], (row.case_id, row.message)
+        if row.case.case_id.partition("@")[0] not in hung_cases:
+            assert (row.found.outcome, row.found.category) == unhung[row.case.case_id], (
+                row.case.case_id,
+                row.found.message,
+            )
 
 
 @pytest.mark.parametrize("protocol", ["nats-conformance-driver/1", "nats-conformance-driver/2"])
@@ -340,17 +343,21 @@ def test_unsupported_is_a_skip_in_every_protocol_version_setup_steps_too(
         "jetstream_delete",
         "unsubscribe",
     ]
-    got = {r.case_id: r for r in rows(fake(hang=None, protocol=protocol, unsupported=refused))}
+    got = {r.case.case_id: r for r in rows(fake(hang=None, protocol=protocol, unsupported=refused))}
     asked_only_what_answers = (
         "client.connect.sent", "subjects.validate.doc.foo.publish@publish",
         "protocol.ping-pong.encode.ping@send",
         *[f"{case.id}@hmsg" for case in cases()[1:3]],
+        f"{cases()[3].id}@hpub",  # published: the library's publish, which answers
     )  # fmt: skip
     for case_id, row in got.items():
         wanted = "pass" if case_id in asked_only_what_answers else "skip"
-        assert row.outcome == wanted, (case_id, row.message)
+        assert row.found.outcome == wanted, (case_id, row.found.message)
         if wanted == "skip":
-            assert "unsupported: the fake says unsupported" in row.message, (case_id, row.message)
+            assert "unsupported: the fake says unsupported" in row.found.message, (
+                case_id,
+                row.found.message,
+            )
 
 
 def test_a_client_without_headers_is_sent_no_header_bearing_message(fake: Any) -> None:
@@ -361,17 +368,19 @@ def test_a_client_without_headers_is_sent_no_header_bearing_message(fake: Any) -
                                  "protocol.hmsg.parse.headers-not-enabled",
                                  "protocol.hmsg.parse.headers-not-enabled-msg")]  # fmt: skip
     client = fake(hang=None, protocol="nats-conformance-driver/1", headers=False)
-    got = {r.case_id: r for r in client_vectors.run_client_vectors(client, chosen + cases()[1:3])}
+    got = {
+        r.case.case_id: r for r in client_vectors.run_client_vectors(client, chosen + cases()[1:3])
+    }
     skipped = [
         "client.hmsg.delivery",
         "protocol.hmsg.parse.headers-not-enabled@receive",
         *[f"{case.id}@hmsg" for case in cases()[1:3]],
     ]
     for case_id in skipped:
-        assert got[case_id].outcome == "skip", (case_id, got[case_id].message)
-        assert "did not enable headers" in got[case_id].message
+        assert got[case_id].found.outcome == "skip", (case_id, got[case_id].found.message)
+        assert "did not enable headers" in got[case_id].found.message
     for case_id in ("client.msg.delivery", "protocol.hmsg.parse.headers-not-enabled-msg@receive"):
-        assert got[case_id].outcome == "pass", (case_id, got[case_id].message)
+        assert got[case_id].found.outcome == "pass", (case_id, got[case_id].found.message)
 
 
 def test_the_guide_and_the_schema_name_every_production_the_suite_asks() -> None:

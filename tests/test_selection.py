@@ -11,7 +11,7 @@ from cli_command import CLI
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import streaming
 from nats_conformance.harness.clients.streaming_clients import LIBRARIES
-from nats_conformance.harness.plugin import client_row_ids
+from nats_conformance.harness.clients.vectors import planned_rows
 from nats_conformance.harness.selection import (
     Selection,
     of_case,
@@ -23,7 +23,7 @@ CASES = vectors.bundled_cases()
 
 
 def test_every_client_row_id_selects_exactly_its_case() -> None:
-    rows = list(client_row_ids(CASES))
+    rows = [(row_id, case) for row_id, _, case in planned_rows(CASES)]
     assert any(row_id.endswith("@hmsg") for row_id, _ in rows)  # the example kind
     for row_id, case in rows:
         assert select_cases(Selection(cases=(row_id,)), CASES) == [case], row_id
@@ -58,7 +58,7 @@ def _dry_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_printed_row_id_runs_its_case_through_the_command(tmp_path: Path) -> None:
-    row_id, case = next((r, c) for r, c in client_row_ids(CASES) if r.endswith("@hmsg"))
+    row_id, case = next((r, c) for r, _, c in planned_rows(CASES) if r.endswith("@hmsg"))
     run = _dry_run("--client", "client:nats-py", "--case", row_id, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert f"client:nats-py\t{case.id}\t" in run.stdout

@@ -120,7 +120,7 @@ def test_dry_run_prints_the_rows_a_run_writes(tmp_path: Path) -> None:
     written = [(row.target, row.case_id) for row in read_rows(results)]
     assert sorted(written) == sorted(planned)
     # The progress counter's total is every planned row, of the server and of the client.
-    assert f"progress: {len(planned)}/{len(planned)} cases" in run.stderr
+    assert f"progress: {len(planned)}/{len(planned)} rows" in run.stderr
 
 
 def test_the_plugin_collects_the_rows_the_command_plans(tmp_path: Path) -> None:

@@ -116,13 +116,13 @@ def test_a_script_that_never_ends_is_an_error_row_at_its_deadline(
     endless = _script_case("t.endless", [{"no_event": {"event": "message"}, "for": 10}] * 300)
     quick = _script_case("t.quick", [{"open": True}])
     started = time.monotonic()
-    rows = {r.case_id: r for r in client_scripts.run_scripts(client, [endless, quick])}
+    rows = {r.case.case_id: r for r in client_scripts.run_scripts(client, [endless, quick])}
     assert time.monotonic() - started < 1.0 + 10.0  # the deadline, and starting the driver
-    assert rows["t.endless"].outcome == "error"
+    assert rows["t.endless"].found.outcome == "error"
     assert "did not end within its deadline of 1 s: stopped at input.steps[" in (
-        rows["t.endless"].message
+        rows["t.endless"].found.message
     )
-    assert rows["t.quick"].outcome == "pass"  # the run goes on
+    assert rows["t.quick"].found.outcome == "pass"  # the run goes on
 
 
 def test_a_step_whose_window_the_deadline_cut_is_not_judged(
@@ -136,8 +136,8 @@ def test_a_step_whose_window_the_deadline_cut_is_not_judged(
     client = program(FAKE_DRIVER, str(plan))
     case = _script_case("t.cut", [{"event": {"event": "message"}, "within": 10}])
     (row,) = client_scripts.run_scripts(client, [case])
-    assert row.outcome == "error"
-    assert "stopped at input.steps[0]" in row.message
+    assert row.found.outcome == "error"
+    assert "stopped at input.steps[0]" in row.found.message
 
 
 def test_a_streaming_session_that_never_ends_is_an_error_at_its_deadline(
@@ -168,11 +168,13 @@ def test_a_path_case_past_its_deadline_asks_nothing_more_and_is_an_error_row(
     plan.write_text(json.dumps({"capabilities": ["decode_headers"]}))
     client = program(FAKE_DRIVER, str(plan))
     cases = three_cases()
-    rows = [r for r in client_vectors.run_client_vectors(client, cases) if "@decode" in r.case_id]
+    rows = [
+        r for r in client_vectors.run_client_vectors(client, cases) if "@decode" in r.case.case_id
+    ]
     assert len(rows) == len(cases)
     for row in rows:
-        assert row.outcome == "error"
-        assert row.message == (
+        assert row.found.outcome == "error"
+        assert row.found.message == (
             "the case did not end within its deadline of 0 s: stopped at the command "
             "'decode_headers'"
         )
