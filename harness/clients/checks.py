@@ -56,8 +56,6 @@ class CheckDef:
     description: str
 
 
-
-
 # --- verdicts and the driver session -------------------------------------------------------------
 
 
@@ -361,8 +359,6 @@ def _subscribe(
     if sub is None:
         raise _fail(f"no SUB {subject} on the wire after subscribing")
     return str(reply.result.get("sub")), sub.sid
-
-
 
 
 # --- registration -----------------------------------------------------------------------------
