@@ -21,12 +21,14 @@ EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # https:, mailto:,
 
 
 def documents() -> list[Path]:
-    """The repository's Markdown files (tracked or new), less the generated report's."""
+    """The Markdown files git tracks, less the generated report's (untracked files are left
+    out: a temporary directory inside the clone holds other tests' files, coming and going)."""
     listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "*.md"],
+        ["git", "ls-files", "-z", "--cached", "*.md"],
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout.split("\0")  # fmt: skip
-    return sorted(ROOT / name for name in listed if name and not name.startswith("published/"))
+    paths = (ROOT / name for name in listed if name and not name.startswith("published/"))
+    return sorted(path for path in paths if path.is_file())
 
 
 def outside_fences(text: str) -> list[str]:
