@@ -55,11 +55,11 @@ def test_a_project_with_its_own_generic_packages_keeps_working_with_the_plugin(
     assert "1 passed" in done.stdout
 
 
-def test_the_plugins_extra_brings_pytest_and_the_readme_says_how_to_install_it() -> None:
+def test_the_plugins_extra_brings_pytest_and_the_docs_say_how_to_install_it() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     plugin = project["entry-points"]["pytest11"]["nats_conformance"]
     assert plugin == "nats_conformance.harness.plugin"
     assert any(dep.startswith("pytest") for dep in project["optional-dependencies"]["pytest"])
     assert not any(dep.startswith("pytest") for dep in project["dependencies"])  # the command
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert 'pip install "nats-conformance[pytest] @ SOURCE"' in readme
+    running = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")  # the plugin's page
+    assert 'pip install "nats-conformance[pytest] @ SOURCE"' in running
