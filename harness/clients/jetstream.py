@@ -36,8 +36,7 @@ from nats_conformance.harness.clients.checks import DriverVerdict, Session, Verd
 from nats_conformance.harness.clients.driver import DriverReply
 from nats_conformance.harness.servers.jetstream_names import NameSession, SessionError
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import RunningServer, TargetError
-from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.specs import RunningServer, TargetError, WireTarget
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.vectors import PathRun
@@ -167,7 +166,7 @@ class JetStreamRun:
     """The server every case of one client run shares, and the driver's connection to it."""
 
     session: Session
-    target: ServerTarget | None = None
+    target: WireTarget | None = None
     server: RunningServer | None = None
     problem: str | None = None  # why no server could be started
     connected: Any = None  # the driver process the connection belongs to

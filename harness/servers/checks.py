@@ -15,15 +15,14 @@ from typing import Any
 from nats_conformance.conformance.vectors import Case
 from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.servers import jetstream_names
-from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.specs import TargetError, WireTarget
 from nats_conformance.harness.servers.wire import ServerRun, run_wire_script
 
 # Seconds a server whose listener refuses connections after a case has to show its exit.
 CRASH_GRACE = 2.0
 
 
-def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> ServerRun:
+def check_case(case: Case, target: WireTarget, *, timeout: float = 1.0) -> ServerRun:
     """Run ``case`` on a server of ``target`` (each wait bounded by ``timeout``)."""
     names = case.kind == jetstream_names.KIND
     wire = case.data.get("wire")
@@ -53,7 +52,7 @@ def check_case(case: Case, target: ServerTarget, *, timeout: float = 1.0) -> Ser
     return _crashed(result, target, config)
 
 
-def _crashed(result: ServerRun, target: ServerTarget, config: dict[str, Any]) -> ServerRun:
+def _crashed(result: ServerRun, target: WireTarget, config: dict[str, Any]) -> ServerRun:
     """``result``, or a robustness failure when the target's server is gone after the case (a
     case that did not pass may have seen the crash a moment before the exit shows)."""
     found = result.found

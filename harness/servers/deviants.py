@@ -49,8 +49,7 @@ from nats_conformance.conformance.protocol import (
     encode,
 )
 from nats_conformance.harness.runtime.limits import READ_LIMITS
-from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
-from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.specs import RunningServer, TargetError, WireTarget
 
 LOCALHOST = "127.0.0.1"
 CHUNK = 1 << 16
@@ -671,16 +670,15 @@ def client_limits(config: Mapping[str, Any]) -> Limits:
 class DeviantTarget:
     """A server target whose servers are another target's, each behind a deviant proxy.
 
-    It has the attributes and methods of ``harness.servers.targets.ServerTarget``.
+    A ``harness.servers.specs.WireTarget``, as the target it wraps.
     """
 
     kind = "deviant"
 
-    def __init__(self, deviation: Deviation, inner: ServerTarget) -> None:
+    def __init__(self, deviation: Deviation, inner: WireTarget) -> None:
         self.deviation = deviation
         self.inner = inner
         self.name = f"deviant:{deviation.name}:{inner.name}"
-        self.spec = TargetSpec(self.name, "deviant", inner=inner.spec, deviation=deviation.name)
         self.configurable = inner.configurable
         self._lock = threading.Lock()
         self._servers: dict[str, RunningServer] = {}

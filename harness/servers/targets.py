@@ -1,5 +1,6 @@
-"""Server targets: one target spec's nats-server processes or containers on this machine, or a
-server someone else runs at a URL.
+"""Server targets: the servers of one target spec, started as its kind says (harness.servers.kinds):
+nats-server processes or containers on this machine, a described server, or a server someone
+else runs at a URL.
 
 A ServerTarget starts one server per distinct wire-script config, bound to 127.0.0.1, and stops
 them all on close. Nothing may outlive the harness (harness.runtime.processes).
@@ -16,19 +17,16 @@ import shutil
 import socket
 import threading
 import time
-import urllib.parse
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from nats_conformance.conformance.protocol import Direction, Info, Parser
 from nats_conformance.harness.results import NAME_LIMIT, bounded
 from nats_conformance.harness.runtime import containers, processes
-from nats_conformance.harness.runtime.containers import ContainerError
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
-from nats_conformance.harness.servers import binaries, described, launch
-from nats_conformance.harness.servers.config import config_text
+from nats_conformance.harness.servers import binaries
 from nats_conformance.harness.servers.launch import Launched
 from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
 
@@ -92,72 +90,67 @@ def _accepts(server: RunningServer) -> bool:
     return True
 
 
-class ServerTarget:
-    """Servers of one target spec; one per distinct wire-script config, started lazily."""
+class Servers(Protocol):
+    """How one kind starts its servers: what a ServerTarget asks of its kind
+    (harness.servers.kinds holds one per kind)."""
 
-    def __init__(self, spec: TargetSpec, *, state_dir: Path | None = None) -> None:
-        self.spec = spec
+    @property
+    def configurable(self) -> bool: ...  # it takes a wire script's config
+
+    @property
+    def watched(self) -> bool: ...  # its processes are ours to watch (not a server at a URL)
+
+    def version(self) -> str | None:
+        """The version it names without a running server; None: its INFO says it."""
+        ...
+
+    def start(
+        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+    ) -> Launched:
+        """A server for ``config``, its files in ``run_dir()``, pid files in ``pids``."""
+        ...
+
+
+class ServerTarget:
+    """Servers of one target spec; one per distinct wire-script config, started lazily, by the
+    kind's ``Servers``."""
+
+    def __init__(
+        self, spec: TargetSpec, servers: Servers, *, state_dir: Path | None = None
+    ) -> None:
         self.name = spec.spec
         self.kind = spec.kind
-        self.configurable = spec.kind != "url"
+        self.configurable = servers.configurable
+        self._kind_servers = servers
         self._state_dir = state_dir or DEFAULT_STATE_DIR
         self._lock = threading.Lock()
         self._servers: dict[str, Launched | TargetError] = {}
         self._stops: list[Callable[[], None]] = []
         self._run_dir: Path | None = None
         self._closed = False
-        self._image: str | None = None
-        self._binary: Path | None = None
-        self._description: described.Description | None = None
-        if spec.kind == "launch":
-            self._open_described(Path(spec.path or "").expanduser().absolute())
-            return
-        if spec.kind == "url":
-            parts = urllib.parse.urlsplit(spec.url)
-            self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 4222
-            try:
-                info = _server_info(self._host, self._port)
-            except GreetingError:
-                info = {}  # its cases find the broken greeting and say so, row by row
-            self._version = _info_version(info)
-            return
-        self._binary = binaries.resolve_binary(spec.inner or spec, self._state_dir)
-        self._version = binaries.binary_version(self._binary)
-        if spec.kind == "container":
-            try:
-                client = containers.docker_client()
-            except ContainerError as exc:
-                raise TargetError(str(exc)) from None
-            try:
-                self._image = launch.image_for(self._binary, client)
-            finally:
-                client.close()
         _OPEN_TARGETS.add(self)
+        known = servers.version()
+        self._version = known if known is not None else self._greeted_version()
 
-    def _open_described(self, path: Path) -> None:
-        self._description = description = described.load(path)
-        self.configurable = description.configurable
-        _OPEN_TARGETS.add(self)
-        if description.version_command is not None:
-            self._version = described.command_version(description)
-            return
-        # Its version is in its INFO: the server without configuration, started now, says it.
+    def _greeted_version(self) -> str:
+        """The version in its INFO: the server without configuration, started now, says it."""
         self._version = "unknown"
         try:
             first = self.server({})
             info = _server_info(first.host, first.port)
         except GreetingError:
-            return  # its cases find the broken greeting and say so, row by row
+            return self._version  # its cases find the broken greeting and say so, row by row
         except BaseException:
             self.close()
             raise
-        self._version = _info_version(info)
+        version = _info_version(info)
         key = json.dumps({})
         found = self._servers[key]
         if isinstance(found, Launched):
             self._servers[key] = dataclasses.replace(
-                found, running=dataclasses.replace(found.running, version=self._version)
+                found, running=dataclasses.replace(found.running, version=version)
             )
+        return version
 
     def version(self) -> str:
         return self._version
@@ -192,7 +185,7 @@ class ServerTarget:
         shows: with ``within``, a listener that refuses connections is waited on for that many
         seconds until the exit shows (a running server's listener accepts: no wait)."""
         found = self._servers.get(json.dumps(dict(config), sort_keys=True))
-        if self.kind == "url" or not isinstance(found, Launched):
+        if not self._kind_servers.watched or not isinstance(found, Launched):
             return None
         why = found.exited()
         if why is None and within > 0 and not _accepts(found.running):
@@ -203,30 +196,8 @@ class ServerTarget:
         return why
 
     def _start(self, config: Mapping[str, Any]) -> Launched:
-        if self.spec.kind == "url":
-            if config:
-                raise TargetError(
-                    f"target {self.name} is a server run by someone else: "
-                    f"it cannot be given {', '.join(sorted(config))}"
-                )
-            url = self.spec.url or ""
-            running = RunningServer(
-                url, self._host, self._port, self._version, None, tls=self.spec.tls
-            )
-            return Launched(running, lambda: None, lambda: None)  # not ours to restart
-        run_dir = self._new_run_dir()
-        pids_dir = self._state_dir / "pids"
-        if self._description is not None:
-            launched = described.launch_described(
-                self._description, config, run_dir, self._version, pids_dir
-            )
-        else:
-            (run_dir / "server.conf").write_text(config_text(config, run_dir))
-            if self._image is not None:
-                launched = launch.launch_container(self._image, run_dir, self._version)
-            else:
-                assert self._binary is not None
-                launched = launch.launch_process(self._binary, run_dir, self._version, pids_dir)
+        pids = self._state_dir / "pids"
+        launched = self._kind_servers.start(config, self._new_run_dir, self._version, pids)
         self._stops.append(launched.stop)
         return launched
 
