@@ -32,7 +32,7 @@ from nats_conformance.harness.runtime.processes import start_time
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
 from nats_conformance.harness.servers import launch
 from nats_conformance.harness.servers.config import config_text
-from nats_conformance.harness.servers.kinds import ACCEPTED_FORMS, open_target, parse_spec
+from nats_conformance.harness.servers.kinds import accepted_forms, open_target, parse_spec
 from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
 from nats_conformance.harness.servers.targets import _server_info, available_targets
 
@@ -194,7 +194,7 @@ def test_parse_spec_rejects_with_the_reason_and_the_accepted_forms(spec: str, re
     message = str(caught.value)
     assert reason in message
     assert f"bad target {spec!r}" in message
-    assert ACCEPTED_FORMS in message
+    assert accepted_forms() in message
 
 
 def test_open_target_rejects_a_bad_spec_before_anything_starts(state_dir: Path) -> None:

@@ -261,7 +261,9 @@ KINDS: tuple[TargetKind, ...] = (
 )
 
 
-ACCEPTED_FORMS = ", ".join(kind.form for kind in reversed(KINDS))
+def accepted_forms() -> str:
+    """Every form users may write, for messages and --help (the table's, as it is now)."""
+    return ", ".join(kind.form for kind in reversed(KINDS))
 
 
 def parse_spec(spec: str) -> TargetSpec:
@@ -269,7 +271,7 @@ def parse_spec(spec: str) -> TargetSpec:
     text = spec.strip()
 
     def bad(reason: str) -> TargetError:
-        return TargetError(f"bad target {spec!r}: {reason} (accepted forms: {ACCEPTED_FORMS})")
+        return TargetError(f"bad target {spec!r}: {reason} (accepted forms: {accepted_forms()})")
 
     kind = _kind(text)
     return kind.parse(text.removeprefix(kind.naming.prefix), bad)
