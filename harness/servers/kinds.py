@@ -64,11 +64,13 @@ class TargetKind(Protocol):
 
 
 @dataclass(frozen=True)
-class _Process:
-    """A nats-server binary run as a local process, given the config file the script asks for."""
+class _NatsServer:
+    """A nats-server binary run as a local process or, with ``image``, as a container of that
+    image; each given the config file its script asks for."""
 
     binary: Path
     binary_version: str
+    image: str | None = None
     configurable = True
     watched = True
 
@@ -80,27 +82,9 @@ class _Process:
     ) -> Launched:
         directory = run_dir()
         (directory / "server.conf").write_text(config_text(config, directory))
+        if self.image is not None:
+            return launch.launch_container(self.image, directory, version)
         return launch.launch_process(self.binary, directory, version, pids)
-
-
-@dataclass(frozen=True)
-class _Container:
-    """A nats-server binary in a FROM-scratch image, run as a container."""
-
-    image: str
-    binary_version: str
-    configurable = True
-    watched = True
-
-    def version(self) -> str | None:
-        return self.binary_version
-
-    def start(
-        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
-    ) -> Launched:
-        directory = run_dir()
-        (directory / "server.conf").write_text(config_text(config, directory))
-        return launch.launch_container(self.image, directory, version)
 
 
 @dataclass(frozen=True)
@@ -199,7 +183,7 @@ class ContainerKind:
             image = launch.image_for(binary, client)
         finally:
             client.close()
-        return ServerTarget(spec, _Container(image, version), state_dir=state_dir)
+        return ServerTarget(spec, _NatsServer(binary, version, image), state_dir=state_dir)
 
 
 class LaunchKind:
@@ -248,7 +232,7 @@ class BinaryKind:
         return parse_binary_spec(rest, bad)
 
     def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
-        return ServerTarget(spec, _Process(*_resolved(spec, state_dir)), state_dir=state_dir)
+        return ServerTarget(spec, _NatsServer(*_resolved(spec, state_dir)), state_dir=state_dir)
 
 
 KINDS: tuple[TargetKind, ...] = (
