@@ -173,7 +173,7 @@ class _FakeKind:
     def parse(self, rest: str, bad: Bad) -> TargetSpec:
         if not rest:
             raise bad("fake: needs something")
-        return TargetSpec(f"fake:{rest}", "fake", path=rest)  # type: ignore[arg-type]
+        return TargetSpec(f"fake:{rest}", "fake", path=rest)
 
     def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
         target = _NotWire(spec.spec) if spec.path == "not-wire" else _FakeTarget(spec.spec)
@@ -190,7 +190,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[_FakeKind]:
 
 
 def test_a_registered_kind_is_parsed_opened_and_named(fake: _FakeKind, tmp_path: Path) -> None:
-    assert parse_spec("fake:/x/thing") == TargetSpec("fake:/x/thing", "fake", path="/x/thing")  # type: ignore[arg-type]
+    assert parse_spec("fake:/x/thing") == TargetSpec("fake:/x/thing", "fake", path="/x/thing")
     with open_target("fake:/x/thing", state_dir=tmp_path) as target:
         assert target is fake.opened[0]
         assert (target.name, target.kind, target.version()) == ("fake:/x/thing", "fake", "0.0.1")

