@@ -86,7 +86,7 @@ STREAMING_CLIENT_KIND = "streaming.client"
 
 def of_case(case: vectors.Case) -> Candidate:
     rows: tuple[str, ...] = ()
-    if case.kind == STREAMING_CLIENT_KIND:  # harness.clients.streaming.client_case_id's rows
+    if case.kind == STREAMING_CLIENT_KIND:  # harness.clients.stan_client_checks.client_case_id
         rows = (f"streaming.server.*.{case.id.removeprefix('streaming.client.')}",)
     return Candidate(case.id, case.group, case.level, tuple(case.roles), rows)
 
