@@ -163,6 +163,10 @@ class StreamingServerModel:
             return self._answer(
                 reply, pb.SubscriptionResponse(error=f"invalid subscription: {req}")
             )
+        if {"*", ">"} & set(req.subject.split(".")):  # "does *not- support wildcards"
+            return self._answer(
+                reply, pb.SubscriptionResponse(error=f"wildcards not supported: {req.subject}")
+            )
         self._next_sub += 1
         ack_inbox = f"{self._subject('ack')}.{self._next_sub}"
         sub = _Subscription(req.client_id, req.subject, req.inbox, ack_inbox)

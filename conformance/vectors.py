@@ -26,6 +26,7 @@ from nats_conformance.conformance import (
     protocol,
     streaming,
     streaming_client,
+    streaming_server_session,
     subjects,
     wire_script,
 )
@@ -588,6 +589,11 @@ def _eval_streaming_client(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         raise Mismatch("expect", "; ".join(problems))
 
 
+def _eval_streaming_server(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    if problem := streaming_server_session.evaluate(inp, exp):
+        raise Mismatch("expect", problem)
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -609,6 +615,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "client.script": _eval_client_script,
     "interop": _eval_interop,
     streaming_client.KIND: _eval_streaming_client,
+    streaming_server_session.KIND: _eval_streaming_server,
 }
 
 

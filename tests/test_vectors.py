@@ -44,9 +44,11 @@ def test_every_case_cites_a_document_that_exists() -> None:
 
 def test_wire_scripts_only_on_server_cases() -> None:
     # A server-role case reaches a server through its wire script, except name.validate: through
-    # the JetStream API (harness/servers/jetstream_names.py).
+    # the JetStream API (harness/servers/jetstream_names.py), and streaming.server: through a
+    # streaming session with a stan: target (harness/servers/streaming_checks.py).
     for case in BUNDLED.cases:
-        through_wire = "server" in case.roles and case.kind != "name.validate"
+        other_way = case.kind in ("name.validate", "streaming.server")
+        through_wire = "server" in case.roles and not other_way
         assert ("wire" in case.data) == through_wire, case.id
 
 

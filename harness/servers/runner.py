@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nats_conformance.conformance.streaming_server_session import KIND as STREAMING_SERVER
 from nats_conformance.conformance.vectors import Case, LoadResult, load_all
 from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.gate import GATING_LEVEL, Baseline, attempts
@@ -30,8 +31,13 @@ GREETING_CASE = "protocol.info.session.greeting"
 
 def server_cases(loaded: LoadResult) -> list[Case]:
     """The cases a server target is checked with: those whose roles name ``server`` (a wire script,
-    or a name asked through the JetStream API) and any other case with a wire script."""
-    return [case for case in loaded.cases if "server" in case.roles or "wire" in case.data]
+    or a name asked through the JetStream API) and any other case with a wire script; the
+    streaming.server cases are a ``stan:`` target's (harness.servers.streaming_checks)."""
+    return [
+        case
+        for case in loaded.cases
+        if ("server" in case.roles or "wire" in case.data) and case.kind != STREAMING_SERVER
+    ]
 
 
 def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
