@@ -27,7 +27,7 @@ def test_the_wheel_installs_only_names_of_its_own(tmp_path: Path) -> None:
     for part in GENERIC:  # every part and its data is inside, under the distribution's name
         assert f"nats_conformance/{part}/__init__.py" in names
     # Data beside the code that reads it, where the repository keeps it.
-    assert "nats_conformance/vectors/schema.json" in names
+    assert "nats_conformance/schemas/vector.schema.json" in names
     assert "nats_conformance/schemas/baseline.schema.json" in names
     assert "nats_conformance/baselines/baseline.json" in names
     assert "nats_conformance/harness/drivers/nats.go/main.go" in names
