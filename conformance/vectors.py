@@ -65,11 +65,13 @@ FORMAT = "nats-conformance-vectors/3"
 MAX_FILE_SIZE = 16 * 1024 * 1024
 # Below what the schema validator's recursion survives (a bytes array nested 100 deep passes).
 MAX_JSON_DEPTH = 64
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "vectors" / "schema.json"
-BUNDLED_DIR = SCHEMA_PATH.parent
+ROOT = Path(__file__).resolve().parents[1]  # the repository, or the installed package
+SCHEMA_PATH = ROOT / "schemas" / "vector.schema.json"
+BUNDLED_DIR = ROOT / "vectors"
 INDEX_PATH = BUNDLED_DIR / "requirements.json"  # the statements cases cite (requirements.py)
-# JSON beside the vector files that is not one: the schemas, the index of the documents'
-# statements the cases cite (conformance/requirements.py) and their levels (conformance/levels.py).
+# JSON beside the vector files that is not one: the index of the documents' statements the cases
+# cite (conformance/requirements.py) and their levels (conformance/levels.py); and the schemas'
+# names from before they moved to schemas/, which a copied vectors directory may still hold.
 NOT_VECTORS = frozenset(
     {"schema.json", "requirements.json", "requirements.schema.json", "levels.json"}
 )

@@ -3,7 +3,9 @@
 Each row is one ``write`` on a file opened with O_APPEND, so rows from parallel workers never
 interleave and every row already written survives a killed run. A row that did not pass may have
 details (the requirement it rests on, the transcript) in a side file next to the results, keyed
-by (run_id, target, case_id): rows stay small and their keys fixed.
+by (run_id, target, case_id): rows stay small and their keys fixed. A finished file can be
+compressed (``compress``: ``x.jsonl.gz``, ``x.details.ndjson.gz``, byte for byte the same for the
+same lines); every reader here and in the report reads either form.
 
 Every row says what the implementation did (``observed``, canonical: see
 ``conformance.verdicts.observation``) and whether a failure is about conformance or robustness
@@ -12,9 +14,11 @@ Every row says what the implementation did (``observed``, canonical: see
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
@@ -22,6 +26,7 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import IO
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.vectors import Source
@@ -44,6 +49,8 @@ __all__ = ["CATEGORIES", "LEVELS", "OUTCOMES"]  # re-exported: the row's vocabul
 INTEROP_KIND = "interop"  # the target_kind of a client pair's rows
 RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
 DETAILS_SUFFIX = ".details.ndjson"
+RESULTS_SUFFIX = ".jsonl"
+GZIP_SUFFIX = ".gz"  # a compressed results or details file
 
 
 # Characters of a row's message kept: a message quotes what a target sent, and a target can send
@@ -120,8 +127,41 @@ def requirement(source: Source, description: str) -> dict[str, str]:
 
 
 def details_path(results: Path) -> Path:
-    """The details side file of a results file: ``x.jsonl`` -> ``x.details.ndjson``."""
-    return results.with_name(results.name.removesuffix(".jsonl") + DETAILS_SUFFIX)
+    """The details side file of a results file: ``x.jsonl`` -> ``x.details.ndjson``, and
+    ``x.jsonl.gz`` -> ``x.details.ndjson.gz``."""
+    name = results.name.removesuffix(GZIP_SUFFIX)
+    gz = GZIP_SUFFIX if len(name) < len(results.name) else ""
+    return results.with_name(name.removesuffix(RESULTS_SUFFIX) + DETAILS_SUFFIX + gz)
+
+
+def open_text(path: Path, errors: str = "strict") -> IO[str]:
+    """A results or details file for reading as UTF-8 text, compressed (``.gz``) or not."""
+    if path.name.endswith(GZIP_SUFFIX):
+        return gzip.open(path, "rt", encoding="utf-8", errors=errors)
+    return path.open(encoding="utf-8", errors=errors)
+
+
+def open_bytes(path: Path) -> IO[bytes]:
+    """A results or details file for reading as bytes, compressed (``.gz``) or not."""
+    return gzip.open(path, "rb") if path.name.endswith(GZIP_SUFFIX) else path.open("rb")
+
+
+def compress(path: Path) -> Path:
+    """Replace a finished results or details file by its gzip form, ``<path>.gz``, and return
+    that. The header holds no name and no time, so the same lines give the same bytes and an
+    unchanged file an unchanged blob in git. A file is appended to plain while a run writes it
+    (every row written survives a killed run); only a finished one is compressed."""
+    target = path.with_name(path.name + GZIP_SUFFIX)
+    partial = target.with_name(target.name + ".partial")
+    with (
+        path.open("rb") as source,
+        partial.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0) as out,
+    ):
+        shutil.copyfileobj(source, out)
+    partial.replace(target)
+    path.unlink()
+    return target
 
 
 def _append_fd(path: Path) -> int:
@@ -272,8 +312,9 @@ class RunContext:
 
 
 def read_rows(path: Path) -> Iterator[ResultRow]:
-    """Rows of a results file; a torn last line (a run killed mid-write) is skipped."""
-    with path.open(encoding="utf-8") as handle:
+    """Rows of a results file (``.jsonl`` or ``.jsonl.gz``); a torn last line (a run killed
+    mid-write) is skipped."""
+    with open_text(path) as handle:
         for line in handle:
             try:
                 data = json.loads(line)

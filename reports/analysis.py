@@ -3,6 +3,7 @@ versions and flaky cases. Spark does the scans and joins; only small results rea
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections import Counter, defaultdict
@@ -49,6 +50,15 @@ LEVEL_ORDER = {level: n for n, level in enumerate(LEVELS)}
 def version_order(version: str) -> tuple[int, ...]:
     """Versions compare by their numbers: 2.9.10 < 2.10.25."""
     return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def generated_micros() -> int:
+    """When the report says it was generated, in microseconds since the epoch: now, or
+    ``SOURCE_DATE_EPOCH`` when set (the reproducible-builds convention; ``bin/publish
+    --render-only`` sets it to the results' commit time, so a render of unchanged results is the
+    same bytes)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "")
+    return int(epoch) * 1_000_000 if epoch.isdecimal() else time.time_ns() // 1000
 
 
 def _iso(micros: int) -> str:
@@ -323,7 +333,7 @@ def analyse(
     flaky, flaky_total = _flaky(unstable)
     unstable.unpersist()
     return Report(
-        generated=_iso(time.time_ns() // 1000),
+        generated=_iso(generated_micros()),
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),

@@ -1,7 +1,7 @@
 """The behaviour view: per ``info`` case (the documents are silent, so nobody is judged), the
 implementations at their newest version grouped by what they did (``behaviour.json``, described
-by ``schemas/behaviour.schema.json``, and ``behaviour.html``). Cases where implementations
-diverge come first: that is where interoperability breaks. The grouping is
+by the top-level ``schemas/behaviour.schema.json``, and ``behaviour.html``). Cases where
+implementations diverge come first: that is where interoperability breaks. The grouping is
 ``analysis.behaviour``; observations are text from targets, escaped like every other.
 """
 

@@ -1,8 +1,8 @@
 """What a drill-down shows beside a failing case: the requirement it rests on and the transcript.
 
 The harness writes both for every row that did not pass into a side file next to the results
-(``results-<run>.details.ndjson``); a case with no side-file entry still gets its requirement from
-the bundled vectors when its id is a vector case.
+(``results-<run>.details.ndjson``, or ``.details.ndjson.gz`` compressed); a case with no side-file
+entry still gets its requirement from the bundled vectors when its id is a vector case.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from nats_conformance.conformance import requirements, vectors
 from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import requirement
+from nats_conformance.harness.results import open_text, requirement
 from nats_conformance.reports.model import TargetReport
 
 Key = tuple[str, str, str]  # (run_id, target, case_id)
@@ -28,7 +28,7 @@ def load(files: Iterable[Path], wanted: set[Key]) -> dict[Key, dict[str, Any]]:
     found: dict[Key, dict[str, Any]] = {}
     renames = vectors.bundled_renames()
     for path in files:
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        with open_text(path, errors="replace") as handle:
             for line in handle:
                 try:
                     entry = json.loads(line)

@@ -14,6 +14,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import Any
 
 from nats_conformance.conformance.verdicts import ROBUSTNESS, level_rank
@@ -29,7 +30,12 @@ from nats_conformance.reports.model import (
 )
 
 CLIENT_KIND = "client"
-CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+# Styles from the report itself (its one stylesheet) and inline (a page's filter rules) only.
+CSP = "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src data:"
+STYLESHEET = "report.css"  # packaged beside this module, written once at the report's root
+# Elements a line ends after (where a browser ignores the newline): a table row or a section a
+# line, so that the diff of a regenerated report shows the rows that changed.
+LINE_ENDS = frozenset({"tr", "section"})
 # Score bands, best first: (class, lowest score in the band, legend text).
 BANDS = (
     ("s-full", 1.0, "100%"),
@@ -65,7 +71,7 @@ def tag(name: str, body: str = "", **attrs: object) -> str:
         for key, value in attrs.items()
         if value is not None
     )
-    return f"<{name}{rendered}>{body}</{name}>"
+    return f"<{name}{rendered}>{body}</{name}>" + ("\n" if name in LINE_ENDS else "")
 
 
 def breakable(text: str) -> str:
@@ -631,98 +637,6 @@ def legend() -> str:
     )
 
 
-STYLE = """
-:root{color-scheme:light;--fg:#1f2328;--mut:#656d76;--line:#d0d7de;--bgs:#f6f8fa;
---pass:#1a7f37;--fail:#cf222e;--error:#bc4c00;--skip:#8c959f}
-*{box-sizing:border-box}
-body{margin:0 auto;max-width:1600px;padding:16px 24px 48px;color:var(--fg);background:#fff;
-font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif}
-h1{font-size:24px;margin:0 0 2px}h2{font-size:19px;margin:28px 0 8px;padding-bottom:4px;
-border-bottom:1px solid var(--line)}h3{font-size:16px;margin:18px 0 6px}
-h4{font-size:14px;margin:14px 0 4px}h5{font-size:12px;margin:10px 0 2px;color:var(--mut);
-text-transform:uppercase;letter-spacing:.04em}
-a{color:#0969da;text-decoration:none}a:hover{text-decoration:underline}
-code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
-pre{background:var(--bgs);border:1px solid var(--line);border-radius:6px;padding:8px;
-max-height:360px;overflow:auto;white-space:pre-wrap;word-break:break-all}
-.muted{color:var(--mut)}
-.stats{display:flex;gap:12px;margin:10px 0}
-.stat{border:1px solid var(--line);border-radius:6px;padding:6px 14px;background:var(--bgs)}
-.stat b{display:block;font-size:18px}.stat span{color:var(--mut);font-size:12px}
-nav{margin:6px 0}
-.alert{border:2px solid var(--fail);background:#ffebe9;border-radius:6px;padding:4px 16px 8px}
-.alert h2{color:var(--fail);border:0}
-.legend{display:flex;flex-wrap:wrap;gap:6px 10px;align-items:center;margin:8px 0;font-size:12px}
-.legend .lt{font-weight:600;margin-left:8px}
-.key{display:inline-flex;align-items:center;gap:3px}
-.scroll{overflow-x:auto;max-width:100%}
-table{border-collapse:collapse;margin:4px 0}
-th,td{border:1px solid var(--line);padding:3px 6px;vertical-align:middle}
-thead th{background:var(--bgs);font-size:12px;font-weight:600}
-th.family{text-transform:uppercase;letter-spacing:.04em;color:var(--mut)}
-th.band{text-align:left;background:#eaeef2;font-size:12px}
-tbody th{text-align:left;font-weight:500;min-width:200px;max-width:300px}
-/* The target column stays in view while a wide matrix scrolls sideways. */
-th[scope=row],th.tname{position:sticky;left:0;z-index:1}th[scope=row]{background:#fff}
-.sub{display:block;color:var(--mut);font-size:11px}
-td.cell{text-align:center;min-width:58px;background:var(--bg)}
-td.na{text-align:center;color:var(--skip)}
-.frac{display:block;font-weight:600;font-variant-numeric:tabular-nums}
-.cnt{display:block;font-size:10px;white-space:nowrap;font-variant-numeric:tabular-nums}
-.cnt span+span::before{content:"·";color:var(--mut);margin:0 2px}
-.cnt .zero{opacity:.45}.legend .cnt{display:inline;font-size:12px}
-.o-pass{color:var(--pass)}.o-fail{color:var(--fail)}.o-error{color:var(--error)}
-.o-skip,.o-other{color:var(--skip)}
-td.headline{white-space:nowrap;background:var(--bg)}
-td.headline .frac{display:inline;margin-right:6px}.pct{font-size:11px;margin-left:4px}
-.s-full{--bg:#dafbe1;--c:#1a7f37}.s-high{--bg:#eef8d5;--c:#6a9c1f}
-.s-mid{--bg:#fff1c2;--c:#bf8700}.s-low{--bg:#ffd8d3;--c:#cf222e}
-.s-none{--bg:#f6f8fa;--c:#8c959f}
-.bar,.chart{vertical-align:middle}.bar-bg{fill:#eaeef2}.bar-fg{fill:var(--c)}
-.chart text{font-size:12px}.chart .label{text-anchor:end}.chart .value{fill:var(--mut)}
-.chip{display:inline-block;padding:0 7px;border-radius:10px;background:var(--bg);
-border:1px solid var(--c);font-size:12px;font-weight:500}
-.badge{display:inline-block;padding:0 6px;border-radius:4px;font-size:11px;font-weight:600;
-border:1px solid currentColor}
-.sq{display:inline-block;width:9px;height:9px;border-radius:2px;margin-right:2px;
-background:currentColor;vertical-align:middle}
-.hist{margin-left:auto;white-space:nowrap}
-section.target{border:1px solid var(--line);border-radius:8px;padding:2px 16px 10px;
-margin:14px 0}
-section.target h3 .chip{margin-left:8px;vertical-align:middle}
-.facts{display:grid;grid-template-columns:max-content 1fr;gap:1px 14px;margin:6px 0;
-font-size:13px}.facts dt{color:var(--mut)}.facts dd{margin:0;word-break:break-all}
-table.small{font-size:12px}table.small td{padding:2px 6px}
-details.case{border:1px solid var(--line);border-radius:6px;margin:4px 0}
-details.case>summary{display:flex;gap:8px;align-items:center;padding:4px 8px;cursor:pointer;
-flex-wrap:wrap}
-details.case[open]>summary{border-bottom:1px solid var(--line);background:var(--bgs)}
-details.case .body{padding:4px 12px 10px}
-details.impl{margin:8px 0}details.impl>summary{cursor:pointer;font-size:15px;margin:4px 0}
-.lvl{font-size:11px;text-transform:uppercase;font-weight:600;color:var(--mut)}
-.lv-must{color:var(--fail)}.lv-should{color:var(--error)}
-.grp{color:var(--mut);font-size:12px}
-.msg{white-space:pre-wrap;word-break:break-word;margin:6px 0}
-.req .src{margin:2px 0;font-weight:600}.req .desc{margin:4px 0}
-blockquote{margin:4px 0;padding:4px 12px;border-left:4px solid var(--line);color:#424a53;
-background:var(--bgs)}
-.top{font-size:12px;margin:8px 0 0}
-form.filter{display:flex;gap:14px;flex-wrap:wrap;margin:6px 0;font-size:13px}
-form.filter select{font:inherit;max-width:260px}
-table.flt td{vertical-align:top}
-table.strip td.sc{text-align:center;min-width:34px;font-weight:700;padding:1px 4px}
-table.strip td.o-pass{background:#dafbe1}table.strip td.o-fail{background:#ffd8d3}
-table.strip td.o-error{background:#ffe2cc}table.strip td.o-skip{background:#f6f8fa}
-table.strip td.chg{outline:2px solid var(--fg);outline-offset:-3px}
-table.strip td a{color:inherit}table.strip tbody th{font-weight:400;max-width:420px}
-table.sides td{width:50%;vertical-align:top}table.sides code{white-space:pre-wrap;
-word-break:break-all}
-.at{font-size:12px}.upstream{font-size:12px;font-weight:600}
-ul.cited{margin:4px 0;padding-left:20px;font-size:13px}
-code.obs{white-space:pre-wrap;word-break:break-all}table.obs td{vertical-align:top}
-"""
-
-
 def since_text(since: Mapping[str, Any] | None) -> str:
     """Since when a case fails: a version of the series, or a run of the target."""
     if not since:
@@ -939,8 +853,14 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
     )
 
 
-def document(title: str, body: str, style: str = "") -> str:
-    """A self-contained HTML5 page: nothing is fetched when it is viewed (the CSP says so)."""
+def stylesheet() -> str:
+    """The report's stylesheet (``reports/report.css``), written once per report."""
+    return (Path(__file__).resolve().parent / STYLESHEET).read_text(encoding="utf-8")
+
+
+def document(title: str, body: str, style: str = "", root: str = "") -> str:
+    """An HTML5 page: nothing is fetched when it is viewed but the report's own stylesheet, at
+    ``root`` (the way from the page to the report's root) (the CSP says so)."""
     return (
         "<!DOCTYPE html>\n"
         + tag(
@@ -951,7 +871,8 @@ def document(title: str, body: str, style: str = "") -> str:
                 + f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
                 + '<meta name="viewport" content="width=device-width, initial-scale=1">'
                 + tag("title", esc(title))
-                + tag("style", STYLE + style),
+                + f'<link rel="stylesheet" href="{esc(root + STYLESHEET)}">'
+                + (tag("style", style) if style else ""),
             )
             + tag("body", body),
             lang="en",

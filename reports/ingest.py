@@ -25,12 +25,15 @@ from typing import TYPE_CHECKING
 from nats_conformance.harness.results import (
     CATEGORIES,
     DETAILS_SUFFIX,
+    GZIP_SUFFIX,
     LATER_KEYS,
     LEVELS,
     MESSAGE_LIMIT,
     OUTCOMES,
+    RESULTS_SUFFIX,
     ROW_KEYS,
     details_path,
+    open_bytes,
 )
 
 if TYPE_CHECKING:
@@ -69,7 +72,8 @@ class ResultsInputError(ValueError):
 
 
 def results_files(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
-    """(results files, details files) named by ``paths``; a directory means its *.jsonl files.
+    """(results files, details files) named by ``paths``; a directory means its *.jsonl and
+    *.jsonl.gz files (Spark reads a compressed one as it is).
 
     Each results file's details side file is picked up when it exists. Duplicates are dropped, so
     naming a file twice does not count its rows twice.
@@ -79,17 +83,25 @@ def results_files(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
     for path in paths:
         if not path.exists():
             raise ResultsInputError(f"no such file or directory: {path}")
-        found = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+        found = sorted(_results_in(path)) if path.is_dir() else [path]
         for file in found:
             resolved = file.resolve()
-            (details if resolved.name.endswith(DETAILS_SUFFIX) else results)[resolved] = None
+            is_details = resolved.name.removesuffix(GZIP_SUFFIX).endswith(DETAILS_SUFFIX)
+            (details if is_details else results)[resolved] = None
     for file in list(results):
         side = details_path(file)
         if side.exists():
             details[side.resolve()] = None
     if not results:
-        raise ResultsInputError("no results files (*.jsonl) in " + ", ".join(map(str, paths)))
+        raise ResultsInputError(
+            "no results files (*.jsonl, *.jsonl.gz) in " + ", ".join(map(str, paths))
+        )
     return list(results), list(details)
+
+
+def _results_in(directory: Path) -> Iterator[Path]:
+    for suffix in (RESULTS_SUFFIX, RESULTS_SUFFIX + GZIP_SUFFIX):
+        yield from directory.glob("*" + suffix)
 
 
 def _row_schema() -> StructType:
@@ -304,9 +316,10 @@ def locate(bad: Iterable[tuple[str, str, str]]) -> list[RowProblem]:
 
 def line_digests(path: Path, chunk: int = 1 << 20) -> Iterator[tuple[int, str]]:
     """(line number, SHA-256 of the line's bytes without its newline) for each line of ``path``,
-    as Spark's ``sha2`` of the line's text; read in chunks, as a line can be of any length."""
+    as Spark's ``sha2`` of the line's text; read in chunks, as a line can be of any length (a
+    compressed file is read through gzip, as Spark reads it)."""
     number, digest = 1, hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_bytes(path) as handle:
         while data := handle.read(chunk):
             *ended, rest = data.split(b"\n")
             for part in ended:

@@ -41,14 +41,14 @@ def write_all(report: Report, out: Path) -> None:
 
 
 def rendered_pages(report: Report) -> dict[str, str]:
-    """index.html, behaviour.html and, per implementation, ``impl/<slug>.html`` and the data
-    behind it, ``impl/<slug>.json`` (implementation.schema.json): path in the report -> content."""
+    """index.html, behaviour.html, the stylesheet they share and, per implementation,
+    ``impl/<slug>.html`` and the data behind it, ``impl/<slug>.json``
+    (implementation.schema.json): path in the report -> content."""
     data = pages.implementation_data(report)
     names = pages.page_names(list(data))
     files = {}
     for impl, page in data.items():
-        compact = json.dumps(page, ensure_ascii=False, separators=(",", ":"))
-        files[f"{names[impl]}.json"] = compact + "\n"
+        files[f"{names[impl]}.json"] = dumps(page)
         json_name = names[impl].rpartition("/")[2] + ".json"
         files[f"{names[impl]}.html"] = pages.render_implementation(page, json_name)
     links = {
@@ -57,6 +57,7 @@ def rendered_pages(report: Report) -> dict[str, str]:
         for version in page["versions"]
     }
     files["index.html"] = html.render(report, links, pages.failing_rows(data, names))
+    files[html.STYLESHEET] = html.stylesheet()  # once, linked by every page
     files[behaviour.PAGE] = behaviour.render_behaviour(behaviour.behaviour_data(report))
     return files
 
@@ -72,8 +73,14 @@ def write_pages(report: Report, out: Path) -> None:
         (out / name).write_text(content, encoding="utf-8")
 
 
+def dumps(data: object) -> str:
+    """A report's JSON: a value a line, indented by one space, so that the diff of a regenerated
+    report shows the values that changed (and no more bytes than that needs)."""
+    return json.dumps(data, indent=1, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
 def _dump(path: Path, data: object) -> None:
-    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.write_text(dumps(data), encoding="utf-8")
 
 
 def badge_names(targets: list[str]) -> dict[str, str]:

@@ -494,7 +494,9 @@ def render_implementation(data: Mapping[str, Any], json_name: str) -> str:
             id="version-changes",
         )
     )
-    return html.document(f"NATS conformance: {data['implementation']}", html.tag("main", body))
+    return html.document(
+        f"NATS conformance: {data['implementation']}", html.tag("main", body), root="../"
+    )
 
 
 # --- the index's failing cases --------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""The JSON Schemas of the report's data files (``reports/schemas/``), for others to build on:
-``implementations.json``, each implementation page's ``impl/<slug>.json``, ``coverage.json`` and
-``behaviour.json``."""
+"""The JSON Schemas of the report's data files (in the top-level ``schemas/``), for others to
+build on: ``implementations.json``, each implementation page's ``impl/<slug>.json``,
+``coverage.json`` and ``behaviour.json``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 from referencing import Registry, Resource
 
-SCHEMA_DIR = Path(__file__).resolve().parent / "schemas"
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas"
 SCHEMAS = {  # a report file (glob, relative to the report) -> its schema
     "implementations.json": "implementations.schema.json",
     "impl/*.json": "implementation.schema.json",

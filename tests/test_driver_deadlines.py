@@ -21,7 +21,7 @@ from nats_conformance.harness.clients import driver as driver_module
 from nats_conformance.harness.clients import vectors as client_vectors
 from nats_conformance.harness.clients.driver import DEFAULT_DEADLINE, commands, deadline
 from nats_conformance.harness.clients.patience import HANG_AFTER
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
+from nats_conformance.harness.clients.targets import DRIVERS_DIR, ClientTarget, open_client
 from nats_conformance.harness.results import Checked
 
 FAKE_DRIVER = r"""
@@ -285,7 +285,7 @@ def test_every_command_has_a_documented_deadline() -> None:
 
 
 def test_the_guide_names_every_deadline_the_schema_gives() -> None:
-    guide = (driver_module.SCHEMA_PATH.parent / "README.md").read_text()
+    guide = (DRIVERS_DIR / "README.md").read_text()
     schema = driver_module.protocol_schema()["$defs"]["commands"]
     for cmd in commands():
         spec = schema[cmd]["deadline"]
@@ -391,6 +391,6 @@ def test_the_guide_and_the_schema_name_every_production_the_suite_asks() -> None
     }
     request = driver_module.protocol_schema()["$defs"]["commands"]["validate_name"]["request"]
     assert set(request["properties"]["production"]["examples"]) == asked
-    guide = (driver_module.SCHEMA_PATH.parent / "README.md").read_text()
+    guide = (DRIVERS_DIR / "README.md").read_text()
     for production in asked:
         assert f"| `{production}` |" in guide, production

@@ -314,9 +314,8 @@ def test_os_object_name_empty() -> None:
 
 
 def test_dispatcher_covers_the_schema_enum() -> None:
-    schema = json.loads(
-        (Path(__file__).resolve().parent.parent / "vectors" / "schema.json").read_text("utf-8")
-    )
+    path = Path(__file__).resolve().parents[1] / "schemas" / "vector.schema.json"
+    schema = json.loads(path.read_text("utf-8"))
     rules = schema["$defs"]["case"]["allOf"]
     rule = next(r for r in rules if r["if"]["properties"]["kind"]["const"] == "name.validate")
     enum = rule["then"]["properties"]["input"]["properties"]["production"]["enum"]

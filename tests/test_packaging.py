@@ -26,7 +26,10 @@ def test_the_wheel_installs_only_names_of_its_own(tmp_path: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"nats_conformance"}
     for part in GENERIC:  # every part and its data is inside, under the distribution's name
         assert f"nats_conformance/{part}/__init__.py" in names
-    assert "nats_conformance/vectors/schema.json" in names
+    # Data beside the code that reads it, where the repository keeps it.
+    assert "nats_conformance/schemas/vector.schema.json" in names
+    assert "nats_conformance/schemas/baseline.schema.json" in names
+    assert "nats_conformance/baselines/baseline.json" in names
     assert "nats_conformance/harness/drivers/nats.go/main.go" in names
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()

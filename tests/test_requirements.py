@@ -59,7 +59,7 @@ def test_bundled_index_is_the_generators_output_and_valid() -> None:
     index = requirements.build_index(requirements.read_documents(SPEC), quotes)
     assert index == requirements.build_index(requirements.read_documents(SPEC), quotes)
     assert index == json.loads(requirements.INDEX_PATH.read_text(encoding="utf-8"))
-    schema = json.loads((vectors.BUNDLED_DIR / "requirements.schema.json").read_text())
+    schema = json.loads((vectors.SCHEMA_PATH.parent / "requirements.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(index)
     ids = [s["id"] for s in index["statements"]]
     assert len(ids) == len(set(ids))

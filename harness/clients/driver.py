@@ -1,6 +1,6 @@
 """Talk to a client-library driver: a child process speaking nats-conformance-driver/2 (or /1).
 
-The protocol (harness/drivers/protocol.schema.json, harness/drivers/README.md) is JSON lines:
+The protocol (schemas/driver-protocol.schema.json, harness/drivers/README.md) is JSON lines:
 requests on the driver's stdin, responses and events on its stdout, free-form log on stderr.
 This module adds what makes a misbehaving driver harmless: every wait has a deadline, every read a
 size limit, every line from the driver is checked against the schema, and a driver that crashes,
@@ -43,7 +43,7 @@ from nats_conformance.harness.runtime.processes import (
 PROTOCOL = "nats-conformance-driver/2"
 # Drivers still on /1 are accepted while they migrate: their hello has no capabilities.
 PROTOCOLS = ("nats-conformance-driver/2", "nats-conformance-driver/1")
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "drivers" / "protocol.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "driver-protocol.schema.json"
 MAX_LINE = 64 << 20  # bytes in one line from the driver (a 32 MiB payload, base64, fits)
 MAX_PENDING_EVENTS = 100_000  # unread events before a driver counts as flooding the harness
 STDERR_KEPT = 64 << 10  # bytes of stderr kept for error messages

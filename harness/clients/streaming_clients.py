@@ -1,7 +1,7 @@
 """NATS Streaming client libraries against the streaming.client vectors.
 
 Each library has a driver (harness/drivers/<library>/) speaking nats-conformance-stan-driver/1
-(harness/drivers/stan-protocol.schema.json), built into the cache like the core drivers
+(schemas/stan-driver-protocol.schema.json), built into the cache like the core drivers
 (harness.clients.build_driver) and run as a harness.driver.DriverProcess, which bounds every
 wait and turns a driver that crashes, hangs or writes garbage into a DriverError. For every
 case the harness starts a driver and a fresh reference streaming server
@@ -77,7 +77,7 @@ from nats_conformance.harness.suites import (
 )
 
 PROTOCOL = "nats-conformance-stan-driver/1"
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "drivers" / "stan-protocol.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "stan-driver-protocol.schema.json"
 LIBRARIES: dict[str, Library] = {
     lib.name: lib
     for lib in (

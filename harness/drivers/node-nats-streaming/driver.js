@@ -1,5 +1,5 @@
 // node-nats-streaming driver: nats-conformance-stan-driver/1 on stdin/stdout (see
-// ../README.md, "NATS Streaming drivers", and ../stan-protocol.schema.json). Logs go to stderr.
+// ../README.md, "NATS Streaming drivers", and schemas/stan-driver-protocol.schema.json). Logs go to stderr.
 'use strict';
 const readline = require('readline');
 const stan = require('node-nats-streaming');

@@ -1,5 +1,5 @@
 // stan.go driver: nats-conformance-stan-driver/1 on stdin/stdout (see ../README.md,
-// "NATS Streaming drivers", and ../stan-protocol.schema.json). Logs go to stderr.
+// "NATS Streaming drivers", and schemas/stan-driver-protocol.schema.json). Logs go to stderr.
 package main
 
 import (
