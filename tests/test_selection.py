@@ -10,7 +10,7 @@ from cli_command import CLI
 
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import streaming
-from nats_conformance.harness.clients.streaming_clients import LIBRARIES
+from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES
 from nats_conformance.harness.clients.vectors import planned_rows
 from nats_conformance.harness.selection import (
     Selection,
@@ -34,7 +34,7 @@ def test_a_row_glob_with_a_path_selects_the_cases_before_the_at() -> None:
     assert picked and all(case.id.startswith("headers.parse.doc.") for case in picked)
 
 
-@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("library", sorted(STREAMING_LIBRARIES))
 def test_a_streaming_servers_row_of_a_client_case_selects_that_case(library: str) -> None:
     client_cases = [case for case in CASES if case.kind == "streaming.client"]
     assert client_cases

@@ -39,7 +39,7 @@ from nats_conformance.conformance.streaming_server import (
 from nats_conformance.conformance.vectors import Source
 from nats_conformance.conformance.verdicts import observation
 from nats_conformance.harness.clients.driver import DriverError
-from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.clients.registry import ClientError
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import CaseRef, Found, ResultRow, ResultsWriter, RunContext
 from nats_conformance.harness.runtime.limits import READ_LIMITS
