@@ -86,8 +86,9 @@ def test_every_driver_directory_has_a_library_json_that_validates(folder: Path) 
 
 
 def test_the_registry_read_from_the_files_is_the_table_the_code_held() -> None:
-    assert {name: facts(lib) for name, lib in LIBRARIES.items()} == TABLE
-    assert {name: facts(lib) for name, lib in STREAMING_LIBRARIES.items()} == STREAMING_TABLE
+    # Each library the table held, as it held it (a library added since is not in the table).
+    assert {name: facts(LIBRARIES[name]) for name in TABLE} == TABLE
+    assert {name: facts(STREAMING_LIBRARIES[name]) for name in STREAMING_TABLE} == STREAMING_TABLE
     assert all(lib.protocol == "nats-conformance-driver" for lib in LIBRARIES.values())
     assert all(lib.protocol == STAN for lib in STREAMING_LIBRARIES.values())
     assert all(
