@@ -27,7 +27,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients import client_specs, driver_builds, registry
+from nats_conformance.harness.runtime import builds
 
 GOAL_SECONDS = 60.0
 RUN = "from nats_conformance.harness.cli import main; raise SystemExit(main())"
@@ -35,8 +36,8 @@ RUN = "from nats_conformance.harness.cli import main; raise SystemExit(main())"
 
 def build(spec: str) -> float | None:
     """Build the driver of ``spec`` (cached); the seconds its build took, when it was built."""
-    parsed = clients.parse_client_spec(spec)
-    return clients.build_seconds(clients.build_driver(parsed.library, parsed.version_pin))
+    parsed = client_specs.parse_client_spec(spec)
+    return builds.build_seconds(driver_builds.build_driver(parsed.library, parsed.version_pin))
 
 
 def run_once(spec: str, code: Path | None, keep: Path | None) -> tuple[float, Counter[str], int]:
@@ -66,8 +67,8 @@ def main() -> None:
     args.add_argument("--code", type=Path, metavar="DIR", help="the checkout whose suite runs")
     args.add_argument("--keep", type=Path, metavar="DIR", help="keep each run's rows here")
     opts = args.parse_args()
-    default = [s for s, _ in clients.available_clients() if s.startswith("client:")]
-    specs = clients.expand_series(opts.client or default)
+    default = [s for s, _ in registry.available_clients() if s.startswith("client:")]
+    specs = client_specs.expand_series(opts.client or default)
     built = {spec: build(spec) for spec in specs}
     print(f"{'client':28} {'build s':>8} {'run s':>7}  pass / fail / skip (error)  status")
     for spec in specs:

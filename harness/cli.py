@@ -119,7 +119,8 @@ def _documents(spec: Path | None) -> dict[str, str] | None:
 def _run(args: argparse.Namespace) -> int:
     # Imported here: `vectors check` must work without the server-side dependencies.
     from nats_conformance.harness import plan
-    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients import client_specs, registry
+    from nats_conformance.harness.clients.targets import check_driver_commands
     from nats_conformance.harness.servers import runner
     from nats_conformance.harness.servers.kinds import parse_spec
     from nats_conformance.harness.servers.specs import TargetError
@@ -135,17 +136,17 @@ def _run(args: argparse.Namespace) -> int:
               "--append to add this run's rows to it", file=sys.stderr)  # fmt: skip
         return 2
     try:
-        clients.extend_registry(args.drivers_dir)
+        registry.extend_registry(args.drivers_dir)
         if not args.server and not args.client:  # the main job: every default target available
             args.server, args.client = default_targets()
         baseline = _baseline(args.baseline, update=args.baseline_update)
         every = [parse_spec(spec) for spec in args.server or []]
-        args.client = clients.expand_series(args.client or [])
+        args.client = client_specs.expand_series(args.client or [])
         for spec in args.client:  # every client spec, before anything runs
             if not plan.is_streaming_client(spec):
-                clients.parse_client_spec(spec)
-        clients.check_driver_commands(args.client)
-    except (BaselineError, TargetError, clients.ClientError) as exc:
+                client_specs.parse_client_spec(spec)
+        check_driver_commands(args.client)
+    except (BaselineError, TargetError, registry.ClientError) as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
     has_stan = any(spec.kind == "stan" for spec in every)
@@ -296,8 +297,7 @@ def default_targets() -> tuple[list[str], list[str]]:
     container when there is an engine, the real streaming server when Go is here; every client
     library whose toolchain is here (not the container variants) and the streaming client when
     npm is here."""
-    from nats_conformance.harness.clients import streaming_clients
-    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients import registry, streaming_clients
     from nats_conformance.harness.servers import stan as stan_server
     from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
     from nats_conformance.harness.servers.targets import available_targets
@@ -311,7 +311,7 @@ def default_targets() -> tuple[list[str], list[str]]:
         print(f"nats-conformance: {stan_server.DEFAULT_SPEC} skipped: {problem}", file=sys.stderr)
     else:
         servers.append(stan_server.DEFAULT_SPEC)
-    libraries = [spec for spec, _ in clients.available_clients() if spec.startswith("client:")]
+    libraries = [spec for spec, _ in registry.available_clients() if spec.startswith("client:")]
     return servers, libraries + streaming_clients.available()
 
 
@@ -370,20 +370,20 @@ def failure_reason(exc: BaseException, limit: int = 500) -> str:
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients import registry
     from nats_conformance.harness.servers.targets import available_targets
 
     try:
-        clients.extend_registry(args.drivers_dir)
-    except clients.ClientError as exc:
+        registry.extend_registry(args.drivers_dir)
+    except registry.ClientError as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
-    for spec, version in available_targets() + clients.available_clients():
+    for spec, version in available_targets() + registry.available_clients():
         print(f"{spec}\t{version}")
-    from nats_conformance.harness.clients import streaming, streaming_clients
+    from nats_conformance.harness.clients import streaming
     from nats_conformance.harness.servers import stan as stan_server
 
-    for name, library in streaming_clients.LIBRARIES.items():
+    for name, library in registry.STREAMING_LIBRARIES.items():
         print(f"client:{name}\t{library.registry}, built on first use")
     with_them = f"{streaming.PYTHON_CLIENT} (PyPI), run with the streaming clients"
     print(f"{streaming.PYTHON_CLIENT_SPEC}\t{with_them}")
@@ -402,8 +402,8 @@ def _smoke(args: argparse.Namespace) -> int:
     import base64
     import time
 
-    from nats_conformance.harness.clients import driver
-    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients import driver, registry
+    from nats_conformance.harness.clients.targets import open_client
     from nats_conformance.harness.servers.kinds import open_target
     from nats_conformance.harness.servers.specs import TargetError
 
@@ -416,8 +416,8 @@ def _smoke(args: argparse.Namespace) -> int:
         return reply.ok
 
     try:
-        clients.extend_registry(args.drivers_dir)
-        with clients.open_client(args.client) as client:
+        registry.extend_registry(args.drivers_dir)
+        with open_client(args.client) as client:
             process = client.driver()  # builds on first use; the harness checks hello's schema
             hello = client.hello or {}
             problem = driver.schema_problem(hello, "commands/hello/result")
@@ -458,7 +458,7 @@ def _smoke(args: argparse.Namespace) -> int:
                     )
                     steps.append(("receive", right, "" if right else f"events: {events}"))
                     step("close", process.call("close", drain=False, timeout=SMOKE_TIMEOUT))
-    except (clients.ClientError, driver.DriverError, TargetError) as exc:
+    except (registry.ClientError, driver.DriverError, TargetError) as exc:
         steps.append(("driver", False, str(exc)))
     for name, worked, detail in steps:
         print(f"{'ok  ' if worked else 'FAIL'} {name}{': ' + detail if detail else ''}")

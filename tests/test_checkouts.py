@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from nats_conformance.harness.clients import streaming_clients
-from nats_conformance.harness.clients import targets as clients
-from nats_conformance.harness.clients.targets import ClientError, build_driver, parse_client_spec
+from nats_conformance.harness.clients import registry, streaming_clients, targets
+from nats_conformance.harness.clients.client_specs import parse_client_spec
+from nats_conformance.harness.clients.driver_builds import build_driver
+from nats_conformance.harness.clients.registry import ClientError
 from nats_conformance.harness.runtime import builds, state
 
 
@@ -72,7 +73,7 @@ def _crate(name: str, version: str, into: Path) -> Path:
     found = sorted(home.glob(f"registry/src/*/{name}-{version}"))
     if not found:
         subprocess.run(["cargo", "fetch", "--manifest-path",
-                        str(clients.DRIVERS_DIR / "async-nats" / "Cargo.toml")],
+                        str(registry.DRIVERS_DIR / "async-nats" / "Cargo.toml")],
                        check=True, timeout=600, capture_output=True)  # fmt: skip
         found = sorted(home.glob(f"registry/src/*/{name}-{version}"))
     return Path(shutil.copytree(found[0], into))
@@ -97,22 +98,24 @@ CHECKOUTS: dict[str, tuple[Callable[[Path], Path], str]] = {
 }
 
 
-def _library(name: str) -> clients.Library:
-    return {**clients.LIBRARIES, **streaming_clients.LIBRARIES}[name]
+def _library(name: str) -> registry.Library:
+    library = registry.registered(name)
+    assert library is not None
+    return library
 
 
 def test_every_library_that_takes_a_checkout_has_a_test_here() -> None:
-    assert set(CHECKOUTS) | {"nats-py"} == set(clients.from_source_names())
+    assert set(CHECKOUTS) | {"nats-py"} == set(registry.from_source_names())
 
 
 def _hello_version(name: str, checkout: Path) -> tuple[str, Path]:
     """The version the driver built against ``checkout`` reports, and its OUT_DIR."""
-    if name in streaming_clients.LIBRARIES:
+    if name in registry.STREAMING_LIBRARIES:
         client = streaming_clients.parse_spec(f"client:{name}@{checkout}")
         assert client is not None
         client.driver().close()
         return client.version, build_driver(_library(name), source=checkout)
-    with clients.open_client(f"client:{name}@{checkout}") as target:
+    with targets.open_client(f"client:{name}@{checkout}") as target:
         target.driver()
         return target.version, target.build()
 

@@ -11,11 +11,12 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import jetstream as client_jetstream
-from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients import registry
 from nats_conformance.harness.clients.checks import Session, Verdict
 from nats_conformance.harness.clients.driver import DriverReply
 from nats_conformance.harness.clients.jetstream import JetStreamRun, judge_create, limit
-from nats_conformance.harness.clients.targets import LIBRARIES, ClientError, open_client
+from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
+from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.servers.jetstream_names import NameSession
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer
@@ -121,7 +122,7 @@ NOT_CREATED = {"refused", "protocol", "no_responders", "connection"}
 SPECS = [
     f"client:{name}"
     for name in LIBRARIES
-    if (clients.DRIVERS_DIR / name / "build.sh").is_file() and name != "node-nats-streaming"
+    if (registry.DRIVERS_DIR / name / "build.sh").is_file() and name != "node-nats-streaming"
 ]
 
 

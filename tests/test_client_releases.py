@@ -9,12 +9,8 @@ from pathlib import Path
 import pytest
 from cli_command import CLI
 
-from nats_conformance.harness.clients.targets import (
-    LIBRARIES,
-    ClientError,
-    expand_series,
-    pinned_version,
-)
+from nats_conformance.harness.clients.client_specs import expand_series
+from nats_conformance.harness.clients.registry import LIBRARIES, ClientError, pinned_version
 from nats_conformance.reports.analysis import implementation, version_order
 
 SERIES_LIBRARIES = [name for name, library in LIBRARIES.items() if library.releases]

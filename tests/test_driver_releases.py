@@ -11,15 +11,18 @@ from typing import Any
 
 import pytest
 
-from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients import client_specs, targets
 from nats_conformance.harness.clients.driver import DriverReply
-from nats_conformance.harness.clients.targets import LIBRARIES, ClientError, ClientTarget
+from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
+from nats_conformance.harness.clients.targets import ClientTarget
 
 NATS_GO = LIBRARIES["nats.go"].releases
 NATS_JS = LIBRARIES["nats.js"].releases
 # The series' oldest nats.go is Debian's package; without it, the next release (the builds
 # install nothing from apt in a test).
-OLDEST_NATS_GO = NATS_GO[0] if clients.DEBIAN_NATS_GO[1].is_dir() else NATS_GO[1]
+OLDEST_NATS_GO = (
+    NATS_GO[0] if dict(LIBRARIES["nats.go"].system_releases)[NATS_GO[0]].is_dir() else NATS_GO[1]
+)
 
 # What each release lacks of its series' newest release, from the library's history (the
 # release where the API appeared). The newest nats.go and nats.js releases lack nothing.
@@ -64,7 +67,7 @@ def built() -> Iterator[dict[str, ClientTarget]]:
 
 def release(built: dict[str, ClientTarget], spec: str) -> ClientTarget:
     if spec not in built:
-        target = clients.open_client(spec)
+        target = targets.open_client(spec)
         try:
             target.driver().close()  # builds, starts, checks hello
         except ClientError as exc:
@@ -137,4 +140,4 @@ def test_nats_js_name_checks_are_the_releases_own(built: dict[str, ClientTarget]
 
 
 def _lib(spec: str) -> str:
-    return clients.parse_client_spec(spec).library
+    return client_specs.parse_client_spec(spec).library

@@ -14,23 +14,18 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nats_conformance.conformance.protocol import Direction, HMsg, Msg, Parser, Pong
-from nats_conformance.harness.clients import driver
-from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients import driver, driver_builds, registry, targets
+from nats_conformance.harness.clients.client_specs import parse_client_spec
 from nats_conformance.harness.clients.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
-from nats_conformance.harness.clients.targets import (
-    LIBRARIES,
-    ClientError,
-    ClientTarget,
-    available_clients,
-    open_client,
-    parse_client_spec,
-)
+from nats_conformance.harness.clients.registry import LIBRARIES, ClientError, available_clients
+from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.runtime import state
 from nats_conformance.harness.runtime.builds import build_seconds
 from nats_conformance.harness.runtime.processes import STOP_GRACE
@@ -40,16 +35,16 @@ from nats_conformance.harness.servers.specs import RunningServer
 # Every library whose driver directory is here (it must build, or its tests skip with the
 # build's error; nats-py must build), an older nats-py, and the container clients.
 HOST_SPECS = [
-    f"client:{name}" for name in LIBRARIES if (clients.DRIVERS_DIR / name / "build.sh").is_file()
+    f"client:{name}" for name in LIBRARIES if (registry.DRIVERS_DIR / name / "build.sh").is_file()
 ]
 SPECS = [
     *HOST_SPECS,
     "client:nats-py==2.10.0",
     # Debian's nats.go shares the nats.go driver's sources: it must keep building.
     *(
-        [f"client:nats.go=={clients.DEBIAN_NATS_GO[0]}"]
-        if clients.DEBIAN_NATS_GO[1].is_dir()
-        else []
+        f"client:nats.go=={version}"
+        for version, path in LIBRARIES["nats.go"].system_releases
+        if path.is_dir()
     ),
     *(
         f"container:{spec}"
@@ -216,8 +211,8 @@ def test_hello_names_the_protocol_and_the_library(
     hello = ok(start().call("hello"))
     assert hello["protocol"] in PROTOCOLS
     assert hello["library"] and hello["language"]
-    pinned = client.spec.version_pin or clients.pinned_version(client.library)
-    assert pinned is not None and clients._same_version(pinned, hello["version"]), hello
+    pinned = client.spec.version_pin or registry.pinned_version(client.library)
+    assert pinned is not None and targets._same_version(pinned, hello["version"]), hello
     assert client.version == hello["version"]
 
 
@@ -577,7 +572,7 @@ def test_the_build_is_cached(client: ClientTarget) -> None:
     out = client.build()
     assert (out / "run").is_file() and build_seconds(out) is not None
     started = time.monotonic()
-    assert clients.build_driver(client.library, client.spec.version_pin) == out
+    assert driver_builds.build_driver(client.library, client.spec.version_pin) == out
     assert time.monotonic() - started < 5  # a hash of the sources, no build
 
 
@@ -832,7 +827,7 @@ def test_bad_client_specs_name_the_forms_and_libraries(spec: str, reason: str) -
 
 def test_available_clients_lists_nats_py_with_its_pin() -> None:
     found = dict(available_clients())
-    assert found["client:nats-py"] == clients.pinned_version("nats-py") == "2.16.0"
+    assert found["client:nats-py"] == registry.pinned_version("nats-py") == "2.16.0"
 
 
 @pytest.fixture
@@ -853,7 +848,7 @@ def fake_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         '"${LIBRARY_VERSION:-$PINNED_VERSION}" > "$2/run"\n'
         'chmod +x "$2/run"\n'
     )
-    monkeypatch.setattr(clients, "DRIVERS_DIR", drivers)
+    monkeypatch.setitem(LIBRARIES, "nats-py", replace(LIBRARIES["nats-py"], root=drivers))
     monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
     return source
 

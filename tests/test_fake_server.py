@@ -33,12 +33,8 @@ from nats_conformance.harness.clients.fake_server import (
     msg_op,
     split,
 )
-from nats_conformance.harness.clients.targets import (
-    ClientError,
-    ClientTarget,
-    available_clients,
-    open_client,
-)
+from nats_conformance.harness.clients.registry import ClientError, available_clients
+from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
 
 TIMEOUT = 2.0

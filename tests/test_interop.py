@@ -30,12 +30,12 @@ from nats_conformance.conformance.interop import (
 )
 from nats_conformance.conformance.verdicts import settle
 from nats_conformance.harness.clients import interop as matrix_run
-from nats_conformance.harness.clients import interop_cases
-from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients import interop_cases, registry
 from nats_conformance.harness.clients.driver import DriverProcess
 from nats_conformance.harness.clients.interop import Endpoint
 from nats_conformance.harness.clients.interop_cases import message_from_driver
-from nats_conformance.harness.clients.targets import LIBRARIES, ClientError, open_client
+from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
+from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.results import (
     Found,
     ResultRow,
@@ -48,7 +48,7 @@ from nats_conformance.harness.servers.kinds import open_target
 
 # Every library with a driver here; nats-py must build, the others skip with their build's error.
 HOST_SPECS = [
-    f"client:{name}" for name in LIBRARIES if (clients.DRIVERS_DIR / name / "build.sh").is_file()
+    f"client:{name}" for name in LIBRARIES if (registry.DRIVERS_DIR / name / "build.sh").is_file()
 ]
 MUST_BUILD = "client:nats-py"
 UNKNOWN = "client:no-such-library"  # cannot be resolved: its pairs must be error rows

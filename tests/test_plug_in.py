@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nats_conformance.harness import cli
-from nats_conformance.harness.clients import targets as clients
+from nats_conformance.harness.clients import client_specs, driver_builds, registry
+from nats_conformance.harness.clients.client_specs import parse_client_spec
 from nats_conformance.harness.clients.driver import PROTOCOL
-from nats_conformance.harness.clients.targets import ClientError, open_client, parse_client_spec
+from nats_conformance.harness.clients.registry import ClientError
+from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.console import FLAKY_MEANS
 from nats_conformance.harness.results import read_rows
 from nats_conformance.harness.runtime import state
@@ -50,11 +53,17 @@ for line in sys.stdin:
 
 
 @pytest.fixture(autouse=True)
-def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A state dir of the test's own, a registry the test may extend, no outside drivers."""
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A state dir of the test's own, a registry the test may extend (as it was after the
+    test), no outside drivers."""
     monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
-    monkeypatch.setattr(clients, "LIBRARIES", dict(clients.LIBRARIES))
-    monkeypatch.delenv(clients.DRIVERS_ENV, raising=False)
+    monkeypatch.delenv(registry.DRIVERS_ENV, raising=False)
+    tables = (registry.LIBRARIES, registry.STREAMING_LIBRARIES)
+    saved = [dict(table) for table in tables]
+    yield
+    for table, entries in zip(tables, saved, strict=True):
+        table.clear()
+        table.update(entries)
 
 
 @pytest.fixture
@@ -228,21 +237,21 @@ def test_nats_py_builds_against_a_checkout_and_again_when_it_changes(tmp_path: P
 def test_a_checkout_digest_skips_vcs_and_build_outputs(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("a")
-    before = clients.checkout_digest(tmp_path)
+    before = driver_builds.checkout_digest(tmp_path)
     for skipped in (".git", "node_modules", "build", "x.egg-info", "__pycache__"):
         (tmp_path / skipped).mkdir()
         (tmp_path / skipped / "f").write_text("output")
-    assert clients.checkout_digest(tmp_path) == before
+    assert driver_builds.checkout_digest(tmp_path) == before
     (tmp_path / "src" / "a.py").write_text("b")
-    assert clients.checkout_digest(tmp_path) != before
+    assert driver_builds.checkout_digest(tmp_path) != before
 
 
 def test_a_checkout_too_large_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clients, "CHECKOUT_MAX_FILES", 2)
+    monkeypatch.setattr(driver_builds, "CHECKOUT_MAX_FILES", 2)
     for name in "abc":
         (tmp_path / name).write_text(name)
     with pytest.raises(ClientError, match="more than 2 files"):
-        clients.checkout_digest(tmp_path)
+        driver_builds.checkout_digest(tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -258,7 +267,8 @@ def test_bad_checkout_specs_say_why(spec: str, reason: str, tmp_path: Path) -> N
     with pytest.raises(ClientError) as raised:
         parse_client_spec(spec.format(tmp=tmp_path))
     assert reason in str(raised.value)
-    assert "nats-py, nats.js, nats.js-v3, nats.go" in str(raised.value)  # those that can
+    # Those that can, by name (the registry reads the driver directories in order).
+    assert "async-nats, jnats, nats-py, nats.go, nats.js, nats.js-v3" in str(raised.value)
 
 
 # --- drivers directories from outside ------------------------------------------------------------
@@ -284,15 +294,15 @@ def team_drivers(tmp_path: Path, fake_driver: Path) -> Path:
 
 
 def test_an_outside_drivers_dir_extends_the_registry(team_drivers: Path) -> None:
-    assert clients.extend_registry([team_drivers]) == ["acme-nats"]
-    assert "acme-nats" in clients.accepted_forms()
-    assert ("client:acme-nats", "0.3.1") in clients.available_clients()
+    assert registry.extend_registry([team_drivers]) == ["acme-nats"]
+    assert "acme-nats" in client_specs.accepted_forms()
+    assert ("client:acme-nats", "0.3.1") in registry.available_clients()
     with open_client("client:acme-nats") as client:
         assert client.version == "0.3.1"  # the pin in its build.sh
         client.driver()
         assert client.capabilities == {"decode_headers"}
         assert client.build().parent == state.DEFAULT_STATE_DIR / "drivers"
-    assert clients.extend_registry([team_drivers]) == ["acme-nats"]  # again: the same entry
+    assert registry.extend_registry([team_drivers]) == ["acme-nats"]  # again: the same entry
 
 
 def test_the_run_takes_drivers_dirs_from_the_environment(
@@ -301,7 +311,7 @@ def test_the_run_takes_drivers_dirs_from_the_environment(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(clients.DRIVERS_ENV, str(team_drivers))
+    monkeypatch.setenv(registry.DRIVERS_ENV, str(team_drivers))
     results = tmp_path / "results.jsonl"
     assert run(vectors_dir, results, "--client", "client:acme-nats") == 0
     assert decode_rows(results) == {case: ("client:acme-nats", "0.3.1", "pass") for case in CASES}
@@ -342,9 +352,9 @@ def test_a_wrong_library_json_is_a_usage_error(
 def test_an_outside_library_cannot_take_a_bundled_name(team_drivers: Path) -> None:
     (team_drivers / "acme-nats").rename(team_drivers / "nats-py")
     with pytest.raises(ClientError, match="'nats-py' is already registered"):
-        clients.extend_registry([team_drivers])
+        registry.extend_registry([team_drivers])
 
 
 def test_a_missing_drivers_dir_is_a_client_error(tmp_path: Path) -> None:
     with pytest.raises(ClientError, match="is not a directory"):
-        clients.extend_registry([tmp_path / "nowhere"])
+        registry.extend_registry([tmp_path / "nowhere"])

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,8 +169,9 @@ def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
-    from nats_conformance.harness.clients import targets as clients
+    from nats_conformance.harness.clients import targets
     from nats_conformance.harness.clients.checks import STEP
+    from nats_conformance.harness.clients.registry import LIBRARIES
     from nats_conformance.harness.clients.vectors import run_client_vectors
     from nats_conformance.harness.runtime import state
 
@@ -180,11 +182,12 @@ def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
         f'printf \'#!/bin/sh\\nexec {sys.executable} %s\\n\' "$1/driver.py" > "$2/run"\n'
         'chmod +x "$2/run"\n'
     )
-    monkeypatch.setattr(clients, "DRIVERS_DIR", tmp_path / "drivers")
+    nats_py = replace(LIBRARIES["nats-py"], root=tmp_path / "drivers")
+    monkeypatch.setitem(LIBRARIES, "nats-py", nats_py)
     monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
     cases = [c for c in load_all([BUNDLED_DIR]).cases if c.kind == "subject.validate"][:12]
     started = time.monotonic()
-    with clients.open_client("client:nats-py") as client:
+    with targets.open_client("client:nats-py") as client:
         rows = []
         for row in run_client_vectors(client, cases):
             rows.append((row.found, time.monotonic() - started))

@@ -9,8 +9,8 @@ import pytest
 from cli_command import CLI
 
 from nats_conformance.conformance import vectors
+from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES
 from nats_conformance.harness.clients.stan_client_checks import client_case_id
-from nats_conformance.harness.clients.streaming_clients import LIBRARIES
 from nats_conformance.harness.clients.vectors import planned_rows
 from nats_conformance.harness.selection import Selection, of_case, select_cases
 
@@ -29,7 +29,7 @@ def test_a_row_glob_with_a_path_selects_the_cases_before_the_at() -> None:
     assert picked and all(case.id.startswith("headers.parse.doc.") for case in picked)
 
 
-@pytest.mark.parametrize("library", sorted(LIBRARIES))
+@pytest.mark.parametrize("library", sorted(STREAMING_LIBRARIES))
 def test_a_streaming_servers_row_of_a_client_case_selects_that_case(library: str) -> None:
     client_cases = [case for case in CASES if case.kind == "streaming.client"]
     assert client_cases
@@ -54,7 +54,7 @@ def _dry_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_printed_row_id_runs_its_case_through_the_command(tmp_path: Path) -> None:
-    row_id, case = next((r, c) for r, _, c in planned_rows(CASES) if r.endswith("@hmsg"))
+    row_id = next(r for r, _, _ in planned_rows(CASES) if r.endswith("@hmsg"))
     run = _dry_run("--client", "client:nats-py", "--case", row_id, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert f"client:nats-py\t{row_id}\t" in run.stdout

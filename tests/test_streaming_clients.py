@@ -17,18 +17,19 @@ from nats_conformance.conformance import vectors
 from nats_conformance.conformance.verdicts import settle
 from nats_conformance.harness.clients import streaming_clients
 from nats_conformance.harness.clients.driver import schema_problem
+from nats_conformance.harness.clients.driver_builds import build_driver
+from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES, pinned_version
 from nats_conformance.harness.clients.streaming import python_client_row
-from nats_conformance.harness.clients.targets import build_driver
 from nats_conformance.harness.results import ResultsWriter, RunContext
 from nats_conformance.harness.servers.kinds import open_target
 
 CASES = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases if c.kind == sc.KIND]
 BY_ID = {c.id: c for c in CASES}
-LIBRARIES = list(streaming_clients.LIBRARIES)
+LIBRARIES = list(STREAMING_LIBRARIES)
 
 
 def _missing(library: str) -> str | None:
-    tools = streaming_clients.LIBRARIES[library].tools
+    tools = STREAMING_LIBRARIES[library].tools
     lacking = [tool for tool in tools if shutil.which(tool) is None]
     return f"{library} needs {', '.join(lacking)}" if lacking else None
 
@@ -103,7 +104,7 @@ def test_each_driver_speaks_the_protocol(client) -> None:
         closed = driver.call("close")
         assert not closed.ok and closed.error_type == "connection"
         assert driver.call("exit").ok
-    assert client.version == streaming_clients.pinned_version(client.library.name)
+    assert client.version == pinned_version(client.library.name)
     assert (
         schema_problem({"id": 1, "cmd": "hello"}, "request", streaming_clients.SCHEMA_PATH) is None
     )

@@ -19,6 +19,7 @@ from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients import vectors as client_vectors
 from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.driver import capability_names
+from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import (
     MESSAGE_LIMIT,
@@ -145,7 +146,7 @@ def test_a_streaming_session_that_never_ends_is_an_error_at_its_deadline(
 ) -> None:
     """300 sleeps of 0.2 s (each valid by the schema) stop at the session's deadline."""
     monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
-    library = next(iter(streaming_clients.LIBRARIES.values()))
+    library = next(iter(STREAMING_LIBRARIES.values()))
     client = streaming_clients.StreamingClient(library)
     inp = {"steps": [{"do": "sleep", "ms": 200}] * 300}
     # A real session; sleeps ask the driver nothing, so it has none.

@@ -30,7 +30,7 @@ from nats_conformance.harness.clients.fake_server import (
     HeadersNotEnabled,
     encode,
 )
-from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.clients.registry import ClientError
 from nats_conformance.harness.gate import GATING_LEVEL, attempts
 from nats_conformance.harness.results import CaseRef, Checked, Found, ResultRow, ResultsWriter
 

@@ -37,7 +37,8 @@ from nats_conformance.harness.clients.interop_cases import (
     run_batch,
     transcript,
 )
-from nats_conformance.harness.clients.targets import ClientError, ClientTarget, open_client
+from nats_conformance.harness.clients.registry import ClientError
+from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.gate import GATING_LEVEL, Baseline, attempts
 from nats_conformance.harness.results import (
     INTEROP_KIND,

@@ -18,7 +18,8 @@ from nats_conformance.harness.clients.checks import (
     rerun_failures,
     write_result,
 )
-from nats_conformance.harness.clients.targets import ClientError, open_client
+from nats_conformance.harness.clients.registry import ClientError
+from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.clients.vectors import planned_rows, run_client_vectors
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import CaseRef, Checked, ResultsWriter, RunContext

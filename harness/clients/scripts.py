@@ -36,7 +36,7 @@ from nats_conformance.harness.clients.checks import (
 )
 from nats_conformance.harness.clients.driver import DriverError
 from nats_conformance.harness.clients.fake_server import FakeConnection, FakeServer, info_op
-from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.clients.registry import ClientError
 from nats_conformance.harness.results import CaseRef, Checked, Found
 
 if TYPE_CHECKING:

@@ -1,8 +1,10 @@
 """NATS Streaming client libraries against the streaming.client vectors.
 
-Each library has a driver (harness/drivers/<library>/) speaking nats-conformance-stan-driver/1
+Each library (harness.clients.registry.STREAMING_LIBRARIES: the driver directories whose
+library.json names the protocol nats-conformance-stan-driver) has a driver
+(harness/drivers/<library>/) speaking nats-conformance-stan-driver/1
 (schemas/stan-driver-protocol.schema.json), built into the cache like the core drivers
-(harness.clients.build_driver) and run as a harness.driver.DriverProcess, which bounds every
+(harness.clients.driver_builds) and run as a harness.driver.DriverProcess, which bounds every
 wait and turns a driver that crashes, hangs or writes garbage into a DriverError. For every
 case the harness starts a driver and a fresh reference streaming server
 (conformance.streaming_server) bridged onto a real nats-server (harness.streaming
@@ -19,7 +21,6 @@ case's level at most, as every derived row).
 from __future__ import annotations
 
 import base64
-import shutil
 import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
@@ -40,6 +41,7 @@ from nats_conformance.harness.clients.checks import (
     rerun_failures,
     write_result,
 )
+from nats_conformance.harness.clients.client_specs import source_problem
 from nats_conformance.harness.clients.driver import (
     DriverError,
     DriverProcess,
@@ -47,14 +49,14 @@ from nats_conformance.harness.clients.driver import (
     Ruling,
     rule,
 )
-from nats_conformance.harness.clients.streaming import StreamingBridge
-from nats_conformance.harness.clients.targets import (
+from nats_conformance.harness.clients.driver_builds import build_driver
+from nats_conformance.harness.clients.registry import (
+    STREAMING_LIBRARIES,
     ClientError,
     Library,
-    build_driver,
     pinned_version,
-    source_problem,
 )
+from nats_conformance.harness.clients.streaming import StreamingBridge
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import (
     NAME_LIMIT,
@@ -78,17 +80,6 @@ from nats_conformance.harness.suites import (
 
 PROTOCOL = "nats-conformance-stan-driver/1"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "stan-driver-protocol.schema.json"
-LIBRARIES: dict[str, Library] = {
-    lib.name: lib
-    for lib in (
-        Library("node-nats-streaming", "npm node-nats-streaming", ("node", "npm"),
-                from_source=True),
-        Library("stan.go", "Go module proxy github.com/nats-io/stan.go", ("go",),
-                shares=("nats.go",), from_source=True),
-        Library("java-nats-streaming", "Maven Central io.nats:java-nats-streaming",
-                ("java", "mvn"), shares=("jnats",), from_source=True),
-    )
-}  # fmt: skip
 HELLO_TIMEOUT = 30.0  # seconds a fresh driver has to answer hello (a JVM starts slowly)
 STEP_TIMEOUT = 10.0  # seconds one step may take through the driver
 DELIVERY_WAIT = 5.0  # seconds the harness waits for the deliveries a case expects
@@ -156,23 +147,20 @@ def parse_spec(spec: str) -> StreamingClient | None:
     checkout it cannot build against."""
     named, at, source = spec.removeprefix("client:").partition("@")
     library, pinned, pin = named.partition("==")
-    if not spec.startswith("client:") or library not in LIBRARIES:
+    if not spec.startswith("client:") or library not in STREAMING_LIBRARIES:
         return None
+    entry = STREAMING_LIBRARIES[library]
     if not at:
-        return StreamingClient(LIBRARIES[library], pin or None)
+        return StreamingClient(entry, pin or None)
     checkout = Path(source).expanduser()
-    if problem := source_problem(LIBRARIES[library], checkout, bool(pinned), container=False):
+    if problem := source_problem(entry, checkout, bool(pinned), container=False):
         raise ClientError(f"bad client {spec!r}: {problem}")
-    return StreamingClient(LIBRARIES[library], source=checkout.resolve())
+    return StreamingClient(entry, source=checkout.resolve())
 
 
 def available() -> list[str]:
     """Specs of the streaming clients whose build tools are on PATH."""
-    return [
-        f"client:{name}"
-        for name, lib in LIBRARIES.items()
-        if all(shutil.which(tool) for tool in lib.tools)
-    ]
+    return [f"client:{name}" for name, lib in STREAMING_LIBRARIES.items() if lib.buildable_here()]
 
 
 # --- one case ------------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ across processes, redone when the input changes, each with its log and a bounded
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from nats_conformance.harness.runtime import processes
 from nats_conformance.harness.runtime.state import locked
@@ -25,6 +27,28 @@ class Step:
     argv: list[str]
     env: dict[str, str] | None = None
     cwd: Path | None = None
+
+
+def tree_files(root: Path, skipped: set[str]) -> Iterable[tuple[str, Path]]:
+    """(relative name, path) of the files under ``root``, sorted, outside hidden directories,
+    ``skipped`` names and *.egg-info (metadata an install writes into the tree)."""
+    for path in sorted(root.rglob("*")):
+        parts = path.relative_to(root).parts
+        if path.is_file() and not any(
+            p in skipped or p.startswith(".") or p.endswith(".egg-info") for p in parts
+        ):
+            yield str(path.relative_to(root)), path
+
+
+class Digest(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
+def add_files(digest: Digest, files: Iterable[tuple[str, Path]]) -> None:
+    """Feed ``digest`` each (name, path)'s name and the hash of its content, in the order
+    given: what a build's output depends on, so a change of any file asks for a new build."""
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
 
 
 def run_step(step: Step, log: Path, timeout: float, what: str, tail: int = 30) -> float:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.harness.runtime import containers, processes
+from nats_conformance.harness.runtime import builds, containers, processes
 from nats_conformance.harness.runtime.containers import ContainerError
 from nats_conformance.harness.servers.specs import RunningServer, TargetError
 
@@ -147,8 +147,7 @@ def image_for(binary: Path, client: Any) -> str:
         files = {"nats-server": binary}
         files |= {str(lib).lstrip("/"): lib for lib in containers.shared_libraries([binary])}
         digest = hashlib.sha256()
-        for name, path in sorted(files.items()):
-            digest.update(name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        builds.add_files(digest, sorted(files.items()))
         rootfs = io.BytesIO()
         with tarfile.open(fileobj=rootfs, mode="w", dereference=True) as tar:
             for name, path in sorted(files.items()):
