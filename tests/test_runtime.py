@@ -165,12 +165,11 @@ for line in sys.stdin:
 """
 
 
-def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
+def test_a_driver_that_hangs_on_every_command_gives_each_case_its_own_error_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
     from nats_conformance.harness.clients import targets
-    from nats_conformance.harness.clients.checks import STEP
     from nats_conformance.harness.clients.registry import LIBRARIES
     from nats_conformance.harness.clients.vectors import run_client_vectors
     from nats_conformance.harness.runtime import state
@@ -185,21 +184,16 @@ def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
     nats_py = replace(LIBRARIES["nats-py"], root=tmp_path / "drivers")
     monkeypatch.setitem(LIBRARIES, "nats-py", nats_py)
     monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
-    cases = [c for c in load_all([BUNDLED_DIR]).cases if c.kind == "subject.validate"][:12]
-    started = time.monotonic()
+    cases = [c for c in load_all([BUNDLED_DIR]).cases if c.kind == "subject.validate"][:4]
     with targets.open_client("client:nats-py") as client:
-        rows = []
-        for row in run_client_vectors(client, cases):
-            rows.append((row.found, time.monotonic() - started))
-    asked = [r for r, _ in rows if r.outcome != "skip"]  # a skip asks nothing
-    # A validation request is the suite's command, not what a server sent the library: a hang
-    # on it is the driver's error (driver.rule), not a robustness failure of the library.
-    hung = asked[:2]
-    assert [(r.outcome, r.category) for r in hung] == [("error", "conformance")] * 2
-    assert all("hung on a command of the suite" in r.message for r in hung), hung
-    assert len(asked) > 10
-    assert all(r.outcome == "error" and "hung 2 times" in r.message for r in asked[2:])
-    assert time.monotonic() - started < 2 * (STEP + 1) + 10  # two deadlines, not one a case
+        rows = [row.found for row in run_client_vectors(client, cases)]
+    asked = [r for r in rows if r.outcome != "skip"]  # a skip asks nothing
+    # No give-up: each case the hung driver was asked about gets its own row (the driver is
+    # restarted for the next). A validation request is the suite's command, not what a server
+    # sent the library: a hang on it is the driver's error (driver.rule), not robustness.
+    assert len(asked) >= 3
+    assert [(r.outcome, r.category) for r in asked] == [("error", "conformance")] * len(asked)
+    assert all("hung on a command of the suite" in r.message for r in asked), asked
 
 
 # --- control groups: what leaves the process group is still stopped -----------------------------
