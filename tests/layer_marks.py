@@ -22,6 +22,7 @@ import ipaddress
 import os
 import socket
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -259,46 +260,42 @@ def _loopback(address: Any) -> bool:
 def unit_guard(nodeid: str) -> Iterator[list[str]]:
     """While it is open, starting a process or connecting beyond the loopback fails the test (a
     pytest failure, which `except Exception` does not catch); it yields what was refused, so that
-    a test that catches even that still fails."""
+    a test that catches even that still fails. Threads that were running before, those of
+    fixtures of other layers, go on unhindered."""
     refused: list[str] = []
+    others = {thread.ident for thread in threading.enumerate()} - {threading.get_ident()}
 
-    def refuse(what: str) -> None:
-        refused.append(what)
-        pytest.fail(
-            f"{nodeid} is in the unit layer but {what}: give it its layer (an entry in "
-            "tests/layer_marks.py NEEDS for the fixture, module or test, or @pytest.mark.<layer>)",
-            pytrace=True,
-        )
+    def refusing(original: Callable[..., Any], what: Callable[..., str | None]) -> Any:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() not in others and (said := what(*args)) is not None:
+                refused.append(said)
+                pytest.fail(
+                    f"{nodeid} is in the unit layer but {said}: give it its layer (an entry in "
+                    "tests/layer_marks.py NEEDS for its fixture, module or itself, or "
+                    "@pytest.mark.<layer> on it)"
+                )
+            return original(*args, **kwargs)
 
-    def no_process(name: str) -> Callable[..., Any]:
-        def refused_start(*args: Any, **kwargs: Any) -> Any:
-            refuse(f"started a process ({name})")
+        return guarded
 
-        return refused_start
+    def starts(name: str) -> Callable[..., str]:
+        return lambda *_: f"started a process ({name})"
 
-    plain_connect = socket.socket.connect
-    plain_connect_ex = socket.socket.connect_ex
-
-    def connect(sock: socket.socket, address: Any) -> None:
-        if not _loopback(address):
-            refuse(f"connected to {address!r}")
-        plain_connect(sock, address)
-
-    def connect_ex(sock: socket.socket, address: Any) -> int:
-        if not _loopback(address):
-            refuse(f"connected to {address!r}")
-        return plain_connect_ex(sock, address)
+    def connects(sock: socket.socket, address: Any, *_: Any) -> str | None:
+        return None if _loopback(address) else f"connected to {address!r}"
 
     with pytest.MonkeyPatch.context() as patch:
         # Every way Python starts a program: subprocess, asyncio and os.popen go through
         # Popen._execute_child, multiprocessing through os.fork or _posixsubprocess.fork_exec.
-        patch.setattr(subprocess.Popen, "_execute_child", no_process("subprocess.Popen"))
-        patch.setattr(_posixsubprocess, "fork_exec", no_process("fork_exec"))
-        for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
-            if hasattr(os, name):
-                patch.setattr(os, name, no_process(f"os.{name}"))
-        patch.setattr(socket.socket, "connect", connect)
-        patch.setattr(socket.socket, "connect_ex", connect_ex)
+        for owner, name in [
+            (subprocess.Popen, "_execute_child"),
+            (_posixsubprocess, "fork_exec"),
+            *((os, name) for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system")),
+        ]:
+            where = f"{owner.__name__}.{name}"
+            patch.setattr(owner, name, refusing(getattr(owner, name), starts(where)))
+        for name in ("connect", "connect_ex"):
+            patch.setattr(socket.socket, name, refusing(getattr(socket.socket, name), connects))
         yield refused
 
 

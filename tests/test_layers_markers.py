@@ -129,10 +129,10 @@ def test_the_unit_guard_fails_a_unit_test_that_starts_a_process_or_connects_out(
     result.assert_outcomes(passed=2, failed=3, errors=1)
     lines = result.stdout.lines
     for name, what in [
-        ("test_starts_a_process", "started a process (subprocess.Popen)"),
-        ("test_starts_one_and_hides_the_refusal", "started a process (subprocess.Popen)"),
+        ("test_starts_a_process", "started a process (Popen._execute_child)"),
+        ("test_starts_one_and_hides_the_refusal", "started a process (Popen._execute_child)"),
         ("test_connects_to_another_process_s_unix_socket", "connected to '"),
-        ("test_gets_a_process_from_a_fixture", "started a process (subprocess.Popen)"),
+        ("test_gets_a_process_from_a_fixture", "started a process (Popen._execute_child)"),
     ]:
         said = f"test_suite.py::{name} is in the unit layer but {what}"
         assert any(said in line for line in lines), (name, lines)
