@@ -64,9 +64,10 @@ def test_a_written_marker_stands_unless_it_is_below_a_need_or_two_disagree() -> 
 
 
 SUITE = """
-import os
 import socket
 import subprocess
+import threading
+import time
 
 import pytest
 
@@ -101,9 +102,28 @@ def test_talks_to_an_in_process_listener():
         socket.create_connection(server.getsockname()).close()
 
 
+GO = threading.Event()
+DONE = []
+
+
+def later():
+    GO.wait(10)
+    DONE.append(subprocess.run(["true"], check=True).returncode)
+
+
 @pytest.mark.integration
 def test_starts_a_process_in_its_layer():
     subprocess.run(["true"], check=True)
+    threading.Thread(target=later, daemon=True).start()
+
+
+def test_lets_a_thread_of_another_layer_start_its_process():
+    GO.set()
+    for _ in range(1000):
+        if DONE:
+            break
+        time.sleep(0.01)
+    assert DONE == [0]
 """
 
 
@@ -119,14 +139,14 @@ def suite(pytester: pytest.Pytester, pytestconfig: pytest.Config) -> pytest.Pyte
     return pytester
 
 
-# It starts a process itself (the suite's integration test), so it cannot be of the unit layer:
+# It starts processes itself (the suite's integration test), so it cannot be of the unit layer:
 # there, the guard of this very test would refuse the suite's processes whatever the suite's did.
 @pytest.mark.integration
 def test_the_unit_guard_fails_a_unit_test_that_starts_a_process_or_connects_out(
     suite: pytest.Pytester,
 ) -> None:
     result = suite.runpytest_inprocess("-p", "no:cacheprovider", "-n", "0", "-rA")
-    result.assert_outcomes(passed=2, failed=3, errors=1)
+    result.assert_outcomes(passed=3, failed=3, errors=1)
     lines = result.stdout.lines
     for name, what in [
         ("test_starts_a_process", "started a process (Popen._execute_child)"),
@@ -138,6 +158,7 @@ def test_the_unit_guard_fails_a_unit_test_that_starts_a_process_or_connects_out(
         assert any(said in line for line in lines), (name, lines)
     assert any(line.startswith("PASSED test_suite.py::test_talks_to") for line in lines)
     assert "PASSED test_suite.py::test_starts_a_process_in_its_layer" in lines
+    assert "PASSED test_suite.py::test_lets_a_thread_of_another_layer_start_its_process" in lines
 
 
 def test_a_test_marked_below_what_it_uses_stops_the_collection(suite: pytest.Pytester) -> None:
@@ -156,7 +177,7 @@ def test_a_test_marked_below_what_it_uses_stops_the_collection(suite: pytest.Pyt
     )
 
 
-def test_the_unit_layer_selects_by_what_tests_use(suite: pytest.Pytester) -> None:
+def test_a_layer_selects_the_tests_that_use_what_it_needs(suite: pytest.Pytester) -> None:
     result = suite.runpytest_inprocess(
         "-p", "no:cacheprovider", "-n", "0", "--collect-only", "-q", "-m", "integration"
     )
