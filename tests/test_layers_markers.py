@@ -5,6 +5,7 @@ or connects beyond the loopback (pytester runs a tiny suite with the same plugin
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ def test_the_layers_are_the_registered_markers_and_markers_are_strict(
     assert pytestconfig.getini("strict_markers") is True
 
 
+@cache
 def _defined(path: Path) -> set[str]:
     """The names of the functions (tests and fixtures) a test module defines."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
