@@ -7,9 +7,10 @@ file, the case id and the field, so a vector author can find it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate
@@ -207,7 +208,13 @@ def load_document(doc: Any, file: str) -> LoadResult:
     Every format-1 and format-2 file is a format-3 file and means the same; a case written
     before cases cited statements (no ``requirements``) cites what its quote cites, with a note.
     """
-    found = _schema_problems(doc, file)
+    return _checked_document(doc, file, _schema_problems(doc, file))
+
+
+def _checked_document(
+    doc: Any, file: str, found: Sequence[tuple[int | None, Problem]]
+) -> LoadResult:
+    """load_document given the schema problems of ``doc``."""
     problems = [problem for _, problem in found]
     if any(index is None for index, _ in found):
         return LoadResult(problems=problems)
@@ -286,7 +293,26 @@ def load_path(path: Path) -> LoadResult:
         )
     except ValueError as exc:  # an integer too long to convert
         return _file_problem(path, f"invalid JSON: {exc}")
-    return load_document(doc, str(path))
+    return _checked_document(doc, str(path), _file_schema_problems(data, doc, str(path)))
+
+
+# Schema problems by file and content: one process (the tests, a run and its report) loads the
+# same files many times over, and validating is nearly all the time loading takes. Bounded.
+_SCHEMA_PROBLEMS: dict[tuple[str, bytes], tuple[tuple[int | None, Problem], ...]] = {}
+_SCHEMA_PROBLEMS_KEPT = 512
+
+
+def _file_schema_problems(
+    data: bytes, doc: Any, file: str
+) -> tuple[tuple[int | None, Problem], ...]:
+    """_schema_problems of ``doc``, parsed from ``data``, remembered by ``data``'s digest."""
+    key = (file, hashlib.sha256(data).digest())
+    if (found := _SCHEMA_PROBLEMS.get(key)) is None:
+        found = tuple(_schema_problems(doc, file))
+        if len(_SCHEMA_PROBLEMS) >= _SCHEMA_PROBLEMS_KEPT:
+            _SCHEMA_PROBLEMS.clear()
+        _SCHEMA_PROBLEMS[key] = found
+    return found
 
 
 def _file_problem(path: Path, message: str) -> LoadResult:

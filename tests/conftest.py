@@ -20,6 +20,10 @@ from nats_conformance.harness.servers.targets import ServerTarget
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("default")
 
+# The layers of the tests (their markers and the unit layer's guard), and pytester for the test
+# that the guard fires.
+pytest_plugins = ("layer_marks", "pytester")
+
 ROOT = Path(__file__).resolve().parents[1]
 # bin/test sets it: there, a container test that finds no engine fails instead of skipping.
 REQUIRE_DOCKER = os.environ.get("NATS_CONFORMANCE_REQUIRE_DOCKER") == "1"
