@@ -50,6 +50,7 @@ NEEDS: dict[str, str] = {
     "test_jetstream_names.py::target": "integration",
     "test_server_observed.py::two_runs": "integration",
     "test_stan_server.py": "integration",
+    "test_suites.py": "integration",
     "test_streaming_clients.py::server": "integration",
     "test_targets.py::foreign_server": "integration",
     "test_tls_url.py::tls_server": "integration",
@@ -166,6 +167,17 @@ NEEDS: dict[str, str] = {
     "test_vectors.py::test_invalid_json_names_file_and_line": "integration",
     "test_vectors.py::test_missing_directory_is_a_usage_error": "integration",
     "test_vectors.py::test_wire_script_is_checked_against_the_server_model": "integration",
+    "test_library_registry.py::test_an_outside_library_json_takes_every_field_a_bundled_one_has": (
+        "integration"
+    ),
+    "test_target_kinds.py::test_a_registered_kind_is_parsed_opened_and_named": "integration",
+    "test_target_kinds.py::test_open_target_refuses_and_closes_a_target_without_wire_servers": (
+        "integration"
+    ),
+    "test_target_kinds.py::test_open_target_returns_the_wire_target_interface_for_each_local_kind": (  # noqa: E501
+        "integration"
+    ),
+    "test_vector_aliases.py::test_vectors_check_refuses_a_taken_former_id": "integration",
 }
 
 # Fixtures that open the client target their parameter names: a container: one needs the
