@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 from nats_conformance.conformance import protocol, vectors
 from nats_conformance.harness.clients import fake_server
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.fake_server import (
     DEFAULT_INFO,
     PADDING_FIELD,
@@ -32,6 +31,7 @@ from nats_conformance.harness.clients.fake_server import (
     msg_op,
     split,
 )
+from nats_conformance.harness.clients.rows import write_result
 from nats_conformance.harness.clients.targets import (
     ClientError,
     ClientTarget,

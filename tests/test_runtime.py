@@ -169,7 +169,7 @@ def test_a_driver_that_hangs_costs_two_deadlines_then_its_cases_are_errors(
 ) -> None:
     from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
     from nats_conformance.harness.clients import targets as clients
-    from nats_conformance.harness.clients.checks import STEP
+    from nats_conformance.harness.clients.driver_session import STEP
     from nats_conformance.harness.clients.vectors import run_client_vectors
     from nats_conformance.harness.runtime import state
 

@@ -26,9 +26,9 @@ from typing import Any, Literal
 from nats_conformance.conformance.interop import Message
 from nats_conformance.conformance.vector_values import excerpt
 from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.clients import checks
-from nats_conformance.harness.clients.checks import Overrun
+from nats_conformance.harness.clients import driver_session
 from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply, rule
+from nats_conformance.harness.clients.driver_session import Overrun
 from nats_conformance.harness.clients.interop_cases import (
     InteropCase,
     Refused,
@@ -197,9 +197,9 @@ class Pair:
     labels: dict[str, str] = field(default_factory=dict)  # B's handles: their subscription
     issued: list[str] = field(default_factory=list)  # the prefixes handed out
     reported: dict[str, Reported] = field(default_factory=dict)  # per case
-    # The batch's deadline (checks.CASE_SECONDS, as for every client case): past it, no command
-    # is sent; the batch's cases run again one by one, each with a deadline of its own.
-    ends: float = field(default_factory=lambda: time.monotonic() + checks.CASE_SECONDS)
+    # The batch's deadline (driver_session.CASE_SECONDS, as for every client case): past it, no
+    # command is sent; the batch's cases run again one by one, each with a deadline of its own.
+    ends: float = field(default_factory=lambda: time.monotonic() + driver_session.CASE_SECONDS)
 
     def prefix(self, name: str) -> str:
         """A subject prefix no other pair, batch or case uses."""

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.judge import Judgement
-from nats_conformance.harness.clients.checks import DriverVerdict, Session, Verdict
 from nats_conformance.harness.clients.driver import DriverReply
+from nats_conformance.harness.clients.driver_session import DriverVerdict, Session, Verdict
 from nats_conformance.harness.servers.jetstream_names import NameSession, SessionError
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer, TargetError

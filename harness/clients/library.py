@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients.checks import rerun_by_vector, rerun_failures, write_result
+from nats_conformance.harness.clients.rows import rerun_by_vector, rerun_failures, write_result
 from nats_conformance.harness.clients.targets import ClientError, open_client
 from nats_conformance.harness.clients.vectors import planned_rows, run_client_vectors
 from nats_conformance.harness.gate import Baseline

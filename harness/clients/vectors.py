@@ -49,21 +49,21 @@ from nats_conformance.conformance.verdicts import (
 )
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients.checks import (
-    HEADER_BLOCK,
+from nats_conformance.harness.clients.driver import DriverError, DriverReply
+from nats_conformance.harness.clients.driver_session import (
     QUIET,
     STEP,
     Link,
     Session,
     Verdict,
-    _answer_requests,
-    _is,
     connected,
+    event_is,
 )
-from nats_conformance.harness.clients.driver import DriverError, DriverReply
 from nats_conformance.harness.clients.fake_server import (
+    HEADER_BLOCK,
     FakeConnection,
     HeadersNotEnabled,
+    answer_requests,
     hmsg_op,
     msg_op,
 )
@@ -335,7 +335,9 @@ def _until_after(s: Session, sub: str, deadline: float, received: list[dict[str,
     (True), the connection closed or ``deadline`` passed."""
     while not received or _payload(received[-1]) != AFTER:
         remaining = deadline - time.monotonic()
-        event = s.wait_event(_is("message", sub=sub), timeout=remaining, stop=_is("closed"))
+        event = s.wait_event(
+            event_is("message", sub=sub), timeout=remaining, stop=event_is("closed")
+        )
         if event is None:
             return False
         received.append(event)
@@ -468,7 +470,7 @@ def _subscribe(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]
 
 def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     inp = case.data["input"]
-    link = r.link("request", reactions=[_answer_requests(HEADER_BLOCK)])
+    link = r.link("request", reactions=[answer_requests(HEADER_BLOCK)])
     conn, _ = link.get()
     after = conn.count()
     # The fake server answers at once; the answer is not judged (what went out is), so the
@@ -693,7 +695,7 @@ def _receive_applies(case: vectors.Case) -> bool:
     return case.data["input"]["direction"] == "server"
 
 
-def _use_is(*uses: str) -> Callable[[vectors.Case], bool]:
+def _useevent_is(*uses: str) -> Callable[[vectors.Case], bool]:
     return lambda case: case.data["input"]["use"] in uses
 
 
@@ -714,11 +716,11 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
         ClientPath("validate", "validate_subject", "The library's subject validation",
                    _validate_subject, limit=_subject_validate_limit, rows=_validate_rows),
         ClientPath("publish", None, "Published to the fake server", _publish,
-                   _use_is("publish", "reply")),
+                   _useevent_is("publish", "reply")),
         ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
-                   _use_is("subscribe")),
+                   _useevent_is("subscribe")),
         ClientPath("request", "request", "Requested from the fake server", _request,
-                   _use_is("publish")),
+                   _useevent_is("publish")),
     ),
     "protocol.encode": (
         ClientPath("send", None, "Sent through the library's API to the fake server", _send,
@@ -773,7 +775,7 @@ def _run_case(
     r: PathRun, path: ClientPath, case: vectors.Case, specs: list[RowSpec]
 ) -> list[Checked]:
     started = time.monotonic()
-    r.s.begin_case()  # a call past checks.CASE_SECONDS ends the case as an error (Overrun)
+    r.s.begin_case()  # a call past driver_session.CASE_SECONDS ends the case as an error (Overrun)
     produced: dict[str, Judgement] = {}
     ending: Verdict | None = None
     try:

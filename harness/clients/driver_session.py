@@ -1,31 +1,27 @@
-"""What the client-role runners share: the driver ``Session``, ``connected``, ``Link``, the
-verdicts that end a case, writing a client row and running a failing row again."""
+"""A client library's driver session, as every client-role runner uses it: the driver
+``Session`` (restarted when it dies, its events buffered, every case under a deadline), the
+verdicts that end a case, ``connected`` (the library connected to a fake server) and ``Link``
+(a connection re-made when it breaks)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import replace
-from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from nats_conformance.conformance import protocol, vectors
+from nats_conformance.conformance import protocol
 from nats_conformance.conformance.verdicts import CONFORMANCE
 from nats_conformance.harness.clients.driver import DriverError, rule
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
     HeadersNotEnabled,
-    encode,
 )
-from nats_conformance.harness.gate import GATING_LEVEL, attempts
-from nats_conformance.harness.results import Checked, Found, ResultRow, ResultsWriter
 
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
     from nats_conformance.harness.clients.targets import ClientTarget
-    from nats_conformance.harness.results import RunContext
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)
@@ -76,7 +72,7 @@ def _fail(message: str) -> Verdict:
 
 
 class Session:
-    """One driver process for one check function, restarted when it dies; buffered events.
+    """One driver process for a run of cases, restarted when it dies; buffered events.
 
     Every talk with the driver goes through here, so that a driver that crashes, hangs or breaks
     the protocol is restarted at once (the next case gets a new one) and its DriverError says
@@ -226,7 +222,8 @@ class Session:
         self.close()
 
 
-def _is(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+def event_is(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    """A matcher of driver events: of ``kind``, with every one of ``fields`` as given."""
     return lambda e: e.get("event") == kind and all(e.get(k) == v for k, v in fields.items())
 
 
@@ -331,79 +328,3 @@ def _subscribe(
     if sub is None:
         raise _fail(f"no SUB {subject} on the wire after subscribing")
     return str(reply.result.get("sub")), sub.sid
-
-
-# A header block for answers to requests (the ADR-4 example's header, as the reference encodes it).
-HEADER_BLOCK = b"NATS/1.0\r\nFoodGroup: vegetable\r\n\r\n"
-
-
-def _answer_requests(
-    block: bytes, payload: bytes = b""
-) -> Callable[[FakeConnection, protocol.Event], None]:
-    """A reaction: answer every PUB/HPUB with a reply subject by a message carrying ``block``
-    (and ``payload``) to the client's subscription matching that reply subject: an HMSG, or, as
-    the reference server does for a connection that did not enable headers, a MSG."""
-
-    def react(conn: FakeConnection, event: protocol.Event) -> None:
-        if isinstance(event, protocol.Pub | protocol.HPub) and event.reply:
-            sid = conn.sid_for(event.reply)
-            if sid is None:
-                conn.note(f"no subscription matches the reply subject {event.reply}")
-                return
-            answer = conn.model.message_for(sid, protocol.HPub(event.reply, None, block, payload))
-            conn.send(encode(answer, any_headers=True))
-
-    return react
-
-
-# --- the runner ---------------------------------------------------------------------------------
-
-
-class Named(Protocol):
-    """What a client row names of its library: a driver's target or a streaming client."""
-
-    name: str
-    version: str
-
-
-def write_result(
-    client: Named, writer: ResultsWriter, ctx: RunContext, result: Checked
-) -> ResultRow:
-    """Write one client row, with its requirement and transcript as details."""
-    return ctx.record(writer, (client.name, "client", client.version), result.case, result.found)
-
-
-# --- running a failing row again -----------------------------------------------------------------
-
-Rerun = Callable[[str], Iterable[Checked]]  # a row id -> the rows of a new run of its case
-
-
-def rerun_failures(
-    results: Iterable[Checked], again: Rerun, reruns: int, listed: Callable[[str], bool]
-) -> Iterator[tuple[Checked, bool]]:
-    """Each of ``results`` and whether it is flaky: a gating failure (a must row that fails and
-    that ``listed``, the baseline, does not name) is run again through ``again``, up to
-    ``reruns`` more times (harness.gate.attempts)."""
-    for result in results:
-        gating = result.case.level == GATING_LEVEL and not listed(result.case.case_id)
-        found, flaky = attempts(
-            result.found, partial(_row_again, again, result), reruns if gating else 0
-        )
-        yield Checked(result.case, found), flaky
-
-
-def _row_again(again: Rerun, result: Checked) -> Found:
-    """What a new run of ``result``'s case found for its row (an error when it gave none)."""
-    row_id = result.case.case_id
-    found = [row.found for row in again(row_id) if row.case.case_id == row_id]
-    if not found:
-        return replace(result.found, outcome="error", message="running the case again gave no row")
-    return found[0]
-
-
-def rerun_by_vector(
-    run: Callable[[list[vectors.Case]], Iterable[Checked]], cases: list[vectors.Case]
-) -> Rerun:
-    """Run again through ``run`` the vector of a row (its id is ``<vector id>[@<path>]``)."""
-    by_id = {case.id: case for case in cases}
-    return lambda row_id: run([by_id[row_id.partition("@")[0]]])
