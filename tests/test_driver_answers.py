@@ -20,7 +20,7 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from nats_conformance.harness.clients import interop_cases
+from nats_conformance.harness.clients import interop_cases, interop_pair
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients import vectors as client_vectors
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, Ruling, rule
@@ -342,7 +342,7 @@ def test_a_failure_is_robustness_only_on_server_input(
     [("refused", "fail"), ("protocol", "fail"), ("unsupported", "skip"), ("invalid", "error")],
 )
 def test_interop_refusals_are_the_library_s_only(kind: str, outcome: str) -> None:
-    verdict = interop_cases.refused(interop_cases.Refused("B (fake)", "publish", reply(kind)))
+    verdict = interop_cases.refused(interop_pair.Refused("B (fake)", "publish", reply(kind)))
     assert verdict.outcome == outcome, verdict.message
     assert "B (fake)" in verdict.message
 
@@ -358,6 +358,7 @@ def test_a_case_after_a_crash_runs_on_the_new_driver_s_own_connection(
     first, second, third = three_cases()
     client = fake_client({"capabilities": ["headers"], "crash_on_hmsg": b64(second)})
     got = rows(client, [first, second, third])
-    assert got[f"{second.id}@hmsg"].category == ROBUSTNESS, got[f"{second.id}@hmsg"].message
-    result = got[f"{third.id}@hmsg"]
+    crashed = got[f"{second.id}@hmsg"].found
+    assert crashed.category == ROBUSTNESS, crashed.message
+    result = got[f"{third.id}@hmsg"].found
     assert (result.outcome, result.category) == ("pass", CONFORMANCE), result.message

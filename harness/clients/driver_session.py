@@ -1,27 +1,30 @@
 """A client library's driver session, as every client-role runner uses it: the driver
 ``Session`` (restarted when it dies, its events buffered, every case under a deadline), the
-verdicts that end a case, ``connected`` (the library connected to a fake server) and ``Link``
-(a connection re-made when it breaks)."""
+verdicts that end a case, ``connected`` (the library connected to a fake server), ``Link``
+(a connection re-made when it breaks) and ``PathRun`` (what one path of the client vectors holds
+over its cases: the session, its links, the servers it shares)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from nats_conformance.conformance import protocol
 from nats_conformance.conformance.verdicts import CONFORMANCE
-from nats_conformance.harness.clients.driver import DriverError, rule
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply, rule
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
     HeadersNotEnabled,
 )
+from nats_conformance.harness.clients.patience import RoundTrips
 
 if TYPE_CHECKING:
-    from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
     from nats_conformance.harness.clients.targets import ClientTarget
+
+T = TypeVar("T")
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)
@@ -328,3 +331,26 @@ def _subscribe(
     if sub is None:
         raise _fail(f"no SUB {subject} on the wire after subscribing")
     return str(reply.result.get("sub")), sub.sid
+
+
+class PathRun:
+    """The state of one path over its cases: the driver session and the fake-server links."""
+
+    def __init__(self, s: Session, stack: ExitStack) -> None:
+        self.s = s
+        self._stack = stack
+        self._links: dict[str, Link] = {}
+        self._resources: dict[str, object] = {}
+        self.round_trips = RoundTrips()  # what waits on this path are judged by
+
+    def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
+        if name not in self._links:
+            self._links[name] = self._stack.enter_context(Link(self.s, subject, **server_args))
+        return self._links[name]
+
+    def resource(self, name: str, make: Callable[[], AbstractContextManager[T]]) -> T:
+        """What ``make`` opens, entered on first use and shared by the path's cases (a server),
+        exited when the path is done."""
+        if name not in self._resources:
+            self._resources[name] = self._stack.enter_context(make())
+        return cast(T, self._resources[name])

@@ -18,7 +18,7 @@ import base64
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nats_conformance.conformance import client_script, protocol, vectors
 from nats_conformance.conformance.client_script import QUIET, WITHIN, Step
@@ -40,11 +40,8 @@ from nats_conformance.harness.clients.fake_server import (
     answer_requests,
     info_op,
 )
-from nats_conformance.harness.clients.targets import ClientError
+from nats_conformance.harness.clients.targets import ClientError, ClientTarget
 from nats_conformance.harness.results import CaseRef, Checked, Found
-
-if TYPE_CHECKING:
-    from nats_conformance.harness.clients.targets import ClientTarget
 
 KIND = "client.script"
 POLL = 0.01  # seconds between looks at what the client sent

@@ -35,9 +35,9 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import headers, judge, protocol, vectors
 from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
@@ -54,6 +54,7 @@ from nats_conformance.harness.clients.driver_session import (
     QUIET,
     STEP,
     Link,
+    PathRun,
     Session,
     Verdict,
     connected,
@@ -71,7 +72,6 @@ from nats_conformance.harness.clients.fake_server import encode as encode_op
 from nats_conformance.harness.clients.patience import (
     HANG_AFTER,
     QUIET_FLOOR,
-    RoundTrips,
     look_for_more,
     patience,
 )
@@ -80,7 +80,6 @@ from nats_conformance.harness.results import CaseRef, Checked, Found
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.targets import ClientTarget
 
-T = TypeVar("T")
 # Driver error types that mean the connection is in trouble, not the input.
 TROUBLE = frozenset({"connection", "timeout"})
 HEADERS_SUBJECT = "conformance.headers"
@@ -111,29 +110,6 @@ class ClientPath:
 
     def row_specs(self, case: vectors.Case) -> list[RowSpec]:
         return self.rows(case) if self.rows else [RowSpec(self.name, case.level)]
-
-
-class PathRun:
-    """The state of one path over its cases: the driver session and the fake-server links."""
-
-    def __init__(self, s: Session, stack: ExitStack) -> None:
-        self.s = s
-        self._stack = stack
-        self._links: dict[str, Link] = {}
-        self._resources: dict[str, object] = {}
-        self.round_trips = RoundTrips()  # what waits on this path are judged by
-
-    def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
-        if name not in self._links:
-            self._links[name] = self._stack.enter_context(Link(self.s, subject, **server_args))
-        return self._links[name]
-
-    def resource(self, name: str, make: Callable[[], AbstractContextManager[T]]) -> T:
-        """What ``make`` opens, entered on first use and shared by the path's cases (a server),
-        exited when the path is done."""
-        if name not in self._resources:
-            self._resources[name] = self._stack.enter_context(make())
-        return cast(T, self._resources[name])
 
 
 def _b64(data: bytes) -> str:
