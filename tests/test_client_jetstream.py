@@ -12,8 +12,8 @@ import pytest
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import registry
-from nats_conformance.harness.clients.checks import Session, Verdict
 from nats_conformance.harness.clients.driver import DriverReply
+from nats_conformance.harness.clients.driver_session import Session, Verdict
 from nats_conformance.harness.clients.jetstream import JetStreamRun, judge_create, limit
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
 from nats_conformance.harness.clients.targets import open_client

@@ -20,12 +20,12 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from nats_conformance.harness.clients import interop_cases
+from nats_conformance.harness.clients import interop_cases, interop_pair
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients import vectors as client_vectors
-from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, Ruling, rule
 from nats_conformance.harness.clients.fake_server import FakeConnection
+from nats_conformance.harness.clients.rows import write_result
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import Checked, ResultsWriter, RunContext, read_rows
 
@@ -342,7 +342,7 @@ def test_a_failure_is_robustness_only_on_server_input(
     [("refused", "fail"), ("protocol", "fail"), ("unsupported", "skip"), ("invalid", "error")],
 )
 def test_interop_refusals_are_the_library_s_only(kind: str, outcome: str) -> None:
-    verdict = interop_cases.refused(interop_cases.Refused("B (fake)", "publish", reply(kind)))
+    verdict = interop_cases.refused(interop_pair.Refused("B (fake)", "publish", reply(kind)))
     assert verdict.outcome == outcome, verdict.message
     assert "B (fake)" in verdict.message
 

@@ -17,10 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nats_conformance.conformance import protocol, vectors
-from nats_conformance.harness.clients import checks as client_checks
 from nats_conformance.harness.clients import fake_server
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients.checks import run_client_checks, write_result
 from nats_conformance.harness.clients.fake_server import (
     DEFAULT_INFO,
     PADDING_FIELD,
@@ -34,6 +32,7 @@ from nats_conformance.harness.clients.fake_server import (
     split,
 )
 from nats_conformance.harness.clients.registry import ClientError, available_clients
+from nats_conformance.harness.clients.rows import write_result
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
 
@@ -373,7 +372,7 @@ def test_connection_close_by_script_then_wait_closed_returns(server: FakeServer)
     assert "closed by the fake server" in conn.transcript.text()
 
 
-# --- the client checks: definitions ----------------------------------------------------------
+# --- the client scripts: their rows ---------------------------------------------------------
 
 LEVELS = {"must", "should", "may", "info"}
 
@@ -382,15 +381,15 @@ SCRIPTS = client_scripts.script_cases(vectors.load_all([vectors.BUNDLED_DIR]).ca
 
 
 def _row_ids() -> list[str]:
-    """Every row a client run of the bundled scripts and the Python checks gives, in order."""
-    return [c.id for c in SCRIPTS] + [d.id for d in client_checks.all_definitions()]
+    """Every row a client run of the bundled scripts gives, in order."""
+    return [c.id for c in SCRIPTS]
 
 
 def test_rows_are_unique_and_well_formed() -> None:
     ids = _row_ids()
     assert len(ids) == len(set(ids))
     assert all(re.fullmatch(r"client\.[a-z0-9-]+\.[a-z0-9._-]+", i) for i in ids)
-    assert {c.level for c in SCRIPTS} | {d.level for d in client_checks.all_definitions()} <= LEVELS
+    assert {c.level for c in SCRIPTS} <= LEVELS
 
 
 # --- the client checks against real drivers ---------------------------------------------------
@@ -434,7 +433,7 @@ def client_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[
                     write_result(client, writer, ctx, result)
                     for result in client_scripts.run_scripts(client, SCRIPTS)
                 ]
-                done[spec] = (client, rows + run_client_checks(client, writer, ctx), path)
+                done[spec] = (client, rows, path)
         return done[spec]
 
     yield run
@@ -453,8 +452,7 @@ def test_checks_give_one_written_row_per_definition(
     client, rows, path = client_runs(spec)
     assert [r.case_id for r in rows] == _row_ids()
     assert list(read_rows(path)) == rows
-    levels = {d.id: d.level for d in client_checks.all_definitions()}
-    levels |= {c.id: c.level for c in SCRIPTS}
+    levels = {c.id: c.level for c in SCRIPTS}
     for row in rows:
         assert row.target == client.name == spec and row.target_kind == "client"
         assert row.target_version == client.version != "unknown"

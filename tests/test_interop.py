@@ -33,7 +33,7 @@ from nats_conformance.harness.clients import interop as matrix_run
 from nats_conformance.harness.clients import interop_cases, registry
 from nats_conformance.harness.clients.driver import DriverProcess
 from nats_conformance.harness.clients.interop import Endpoint
-from nats_conformance.harness.clients.interop_cases import message_from_driver
+from nats_conformance.harness.clients.interop_pair import Delivered, Pair, message_from_driver
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
 from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.results import (
@@ -678,8 +678,8 @@ class _Silent:
     """A driver stand-in for a Pair whose tests only feed it events."""
 
 
-def _pair() -> matrix_run.Pair:
-    return matrix_run.Pair(_Silent(), _Silent(), "A", "B", 7, token="t0k3n")  # type: ignore[arg-type]
+def _pair() -> Pair:
+    return Pair(_Silent(), _Silent(), "A", "B", 7, token="t0k3n")  # type: ignore[arg-type]
 
 
 def _event(
@@ -698,7 +698,7 @@ def test_a_pair_observes_in_the_vectors_terms() -> None:
     prefix = pair.prefix("c0")
     pair.tags |= {"1": "case", "2": "case", "3": "case"}
     pair.labels |= {"1": "0 >", "2": "queue q x", "3": "queue q x"}
-    delivered = matrix_run.Delivered({"1": [], "2": [], "3": []})
+    delivered = Delivered({"1": [], "2": [], "3": []})
     for sub, subject, payload in (("1", "a.b", b"1"), ("3", "x", b"2"), ("2", "x", b"3")):
         pair.take(delivered, _event(sub, f"{prefix}.{subject}", payload, "_INBOX.abc.def"))
     first = pair.observed("case")

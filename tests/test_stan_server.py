@@ -19,7 +19,6 @@ from nats_conformance.conformance import streaming_client as sc
 from nats_conformance.conformance import streaming_server_session as session
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import Outbound, StreamingServerModel
-from nats_conformance.harness import cli
 from nats_conformance.harness.clients import streaming_clients
 from nats_conformance.harness.clients.stan_client_checks import (
     StanClientSuite,
@@ -27,6 +26,7 @@ from nats_conformance.harness.clients.stan_client_checks import (
     run_client_cases,
 )
 from nats_conformance.harness.clients.streaming import StreamingBridge
+from nats_conformance.harness.commands import run
 from nats_conformance.harness.results import ResultsWriter, RunContext, read_rows
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
 from nats_conformance.harness.runtime.processes import start_time
@@ -91,14 +91,14 @@ def test_without_go_the_build_says_why_and_the_default_run_skips_it(
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(TargetError, match="Go is not installed"):
         stan_server.build(state_dir=tmp_path)
-    servers, _ = cli.default_targets()
+    servers, _ = run.default_targets()
     assert stan_server.DEFAULT_SPEC not in servers
     assert "stan:nats-streaming-server skipped: Go is not installed" in capsys.readouterr().err
 
 
 @needs_go
 def test_default_run_includes_it_when_go_is_here() -> None:
-    servers, _ = cli.default_targets()
+    servers, _ = run.default_targets()
     assert stan_server.DEFAULT_SPEC in servers
 
 

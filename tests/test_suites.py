@@ -11,7 +11,6 @@ from pathlib import Path
 from cli_command import CLI
 
 from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients.checks import CLIENT_CHECKS
 from nats_conformance.harness.clients.library import LibrarySuite
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
@@ -64,7 +63,7 @@ def test_a_server_target_writes_the_rows_it_plans(tmp_path: Path) -> None:
 
 
 def test_a_client_library_writes_the_rows_it_plans(tmp_path: Path) -> None:
-    suite = LibrarySuite("client:nats-py", _picked(BUNDLED, CLIENT_SELECTION), CLIENT_CHECKS)
+    suite = LibrarySuite("client:nats-py", _picked(BUNDLED, CLIENT_SELECTION))
     planned = suite.planned()
     ids = [row.row_id for row in planned]
     assert "client.pub.framing" in ids  # a script: its case id
@@ -78,7 +77,7 @@ def test_a_client_library_writes_the_rows_it_plans(tmp_path: Path) -> None:
 
 
 def test_a_suite_keeps_only_what_the_rows_asked_for_need() -> None:
-    suite = LibrarySuite("client:nats-py", _picked(BUNDLED, CLIENT_SELECTION), CLIENT_CHECKS)
+    suite = LibrarySuite("client:nats-py", _picked(BUNDLED, CLIENT_SELECTION))
     planned = suite.planned()
     asked = [row for row in planned if row.case_id == "subjects.validate.doc.foo.publish"][:1]
     kept = suite.only(asked).planned()

@@ -14,12 +14,17 @@ from typing import Any
 import pytest
 
 from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients import checks, interop, interop_cases, streaming_clients
+from nats_conformance.harness.clients import (
+    driver_session,
+    interop,
+    interop_cases,
+    streaming_clients,
+)
 from nats_conformance.harness.clients import scripts as client_scripts
 from nats_conformance.harness.clients import vectors as client_vectors
-from nats_conformance.harness.clients.checks import write_result
 from nats_conformance.harness.clients.driver import capability_names
 from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES
+from nats_conformance.harness.clients.rows import write_result
 from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import (
     MESSAGE_LIMIT,
@@ -109,7 +114,7 @@ def test_a_driver_s_names_and_answers_are_stored_bounded(program: Any, tmp_path:
 def test_a_script_that_never_ends_is_an_error_row_at_its_deadline(
     program: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
+    monkeypatch.setattr(driver_session, "CASE_SECONDS", 1.0)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"capabilities": []}))
     client = program(FAKE_DRIVER, str(plan))
@@ -131,7 +136,7 @@ def test_a_step_whose_window_the_deadline_cut_is_not_judged(
 ) -> None:
     """An event awaited 10 s when 1 s is left: an error at the deadline, not a failure for
     an event that had no time to come."""
-    monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
+    monkeypatch.setattr(driver_session, "CASE_SECONDS", 1.0)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"capabilities": []}))
     client = program(FAKE_DRIVER, str(plan))
@@ -145,7 +150,7 @@ def test_a_streaming_session_that_never_ends_is_an_error_at_its_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """300 sleeps of 0.2 s (each valid by the schema) stop at the session's deadline."""
-    monkeypatch.setattr(checks, "CASE_SECONDS", 1.0)
+    monkeypatch.setattr(driver_session, "CASE_SECONDS", 1.0)
     library = next(iter(STREAMING_LIBRARIES.values()))
     client = streaming_clients.StreamingClient(library)
     inp = {"steps": [{"do": "sleep", "ms": 200}] * 300}
@@ -164,7 +169,7 @@ def test_a_path_case_past_its_deadline_asks_nothing_more_and_is_an_error_row(
 ) -> None:
     """Every client path's case runs under the same deadline: a command it would send past it
     is not sent (a deadline of 0 s: none is)."""
-    monkeypatch.setattr(checks, "CASE_SECONDS", 0.0)
+    monkeypatch.setattr(driver_session, "CASE_SECONDS", 0.0)
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"capabilities": ["decode_headers"]}))
     client = program(FAKE_DRIVER, str(plan))
@@ -205,7 +210,7 @@ def test_an_interop_case_past_its_deadline_is_an_error_row_for_every_pair(
 ) -> None:
     """The pair sends no command past the deadline (0 s: none of a case's own); each case of a
     batch is run again alone, and ends as an error naming where it stopped."""
-    monkeypatch.setattr(checks, "CASE_SECONDS", 0.0)
+    monkeypatch.setattr(driver_session, "CASE_SECONDS", 0.0)
     (tmp_path / "ready.py").write_text(READY_DRIVER)
     (tmp_path / "capabilities.json").write_text(json.dumps(capability_names()))
     driver = f"{sys.executable} {tmp_path / 'ready.py'} {tmp_path / 'capabilities.json'}"

@@ -255,13 +255,13 @@ def test_row_messages_are_bounded_with_size_and_digest() -> None:
 
 
 def test_every_bundled_quote_is_its_documents_words() -> None:
-    from nats_conformance.harness.cli import DEFAULT_SPEC, _documents
+    from nats_conformance.harness.commands.check import DEFAULT_SPEC, documents
 
-    documents = _documents(DEFAULT_SPEC)
-    if documents is None:
+    texts = documents(DEFAULT_SPEC)
+    if texts is None:
         pytest.skip(f"no specification documents at {DEFAULT_SPEC}")
     cases = vectors.load_all([vectors.BUNDLED_DIR]).cases
-    problems = [p for c in cases if (p := vectors.citation_problem(c, documents))]
+    problems = [p for c in cases if (p := vectors.citation_problem(c, texts))]
     assert not problems, [str(p) for p in problems[:5]]
 
 

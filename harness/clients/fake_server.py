@@ -511,3 +511,26 @@ def padded_info(options: Mapping[str, Any], size: int = 0) -> bytes:
     if len(line) >= size:
         return line
     return info_op({**options, PADDING_FIELD: "x" * (size - len(line))})
+
+
+# A header block for answers to requests (the ADR-4 example's header, as the reference encodes it).
+HEADER_BLOCK = b"NATS/1.0\r\nFoodGroup: vegetable\r\n\r\n"
+
+
+def answer_requests(
+    block: bytes, payload: bytes = b""
+) -> Callable[[FakeConnection, protocol.Event], None]:
+    """A reaction: answer every PUB/HPUB with a reply subject by a message carrying ``block``
+    (and ``payload``) to the client's subscription matching that reply subject: an HMSG, or, as
+    the reference server does for a connection that did not enable headers, a MSG."""
+
+    def react(conn: FakeConnection, event: protocol.Event) -> None:
+        if isinstance(event, protocol.Pub | protocol.HPub) and event.reply:
+            sid = conn.sid_for(event.reply)
+            if sid is None:
+                conn.note(f"no subscription matches the reply subject {event.reply}")
+                return
+            answer = conn.model.message_for(sid, protocol.HPub(event.reply, None, block, payload))
+            conn.send(encode(answer, any_headers=True))
+
+    return react

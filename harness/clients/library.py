@@ -1,28 +1,20 @@
 """A client library's suite (``harness.suites``): every client-role vector through the paths of
-its kind, then the fake-server checks, each row written and judged as soon as it is known; a
-gating failure runs again through a new run of its vector or check."""
+its kind, each row written and judged as soon as it is known; a gating failure runs again
+through a new run of its vector."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
-from itertools import chain
 
 from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients.checks import (
-    RegisteredCheck,
-    Rerun,
-    rerun_by_check,
-    rerun_by_vector,
-    rerun_failures,
-    write_result,
-)
 from nats_conformance.harness.clients.registry import ClientError
+from nats_conformance.harness.clients.rows import rerun_by_vector, rerun_failures, write_result
 from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.clients.vectors import planned_rows, run_client_vectors
 from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import CaseRef, Checked, ResultsWriter, RunContext
+from nats_conformance.harness.results import ResultsWriter, RunContext
 from nats_conformance.harness.suites import (
     Judged,
     OnRow,
@@ -35,12 +27,10 @@ from nats_conformance.harness.suites import (
 
 @dataclass(frozen=True)
 class LibrarySuite:
-    """One client library (``spec``) with the client-role ``cases`` and the fake-server
-    ``checks``."""
+    """One client library (``spec``) with the client-role ``cases``."""
 
     spec: str
     cases: list[vectors.Case]
-    checks: list[RegisteredCheck]
 
     role = "client"
 
@@ -49,18 +39,14 @@ class LibrarySuite:
         return f"client run {self.spec}"
 
     def only(self, rows: Collection[PlannedRow]) -> LibrarySuite:
-        wanted, ids = case_ids(rows), {row.row_id for row in rows}
-        cases = [case for case in self.cases if case.id in wanted]
-        checks = [c for c in self.checks if any(d.id in ids for d in c.definitions())]
-        return replace(self, cases=cases, checks=checks)
+        wanted = case_ids(rows)
+        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
-        rows = [
+        return [
             PlannedRow(self.spec, row_id, case.id, level, case.group)
             for row_id, level, case in planned_rows(self.cases)
         ]
-        defined = (CaseRef(d.id, d.level, d.source) for c in self.checks for d in c.definitions())
-        return rows + [PlannedRow(self.spec, d.case_id, "", d.level, d.group) for d in defined]
 
     def run(
         self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
@@ -77,16 +63,11 @@ class LibrarySuite:
             listed = partial(baseline.lists, client.name, client.version)
             run_vectors = partial(run_client_vectors, client)
             vector_rows = run_vectors(self.cases)
-            checked = chain.from_iterable(check(client) for check in self.checks)
-            runs: list[tuple[Iterable[Checked], Rerun]] = [
-                (vector_rows, rerun_by_vector(run_vectors, self.cases)),
-                (checked, rerun_by_check(client, self.checks)),
-            ]
+            again = rerun_by_vector(run_vectors, self.cases)
             try:
-                for results, again in runs:
-                    for result, flaky in rerun_failures(results, again, reruns, listed):
-                        row = write_result(client, writer, ctx, result)
-                        yield judged(row, flaky, baseline, on_row)
+                for result, flaky in rerun_failures(vector_rows, again, reruns, listed):
+                    row = write_result(client, writer, ctx, result)
+                    yield judged(row, flaky, baseline, on_row)
             finally:
                 vector_rows.close()  # first, when the run stops early: its sessions hold the driver
         finally:

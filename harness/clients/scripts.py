@@ -7,8 +7,8 @@ it, runs each step (driver calls, bytes pushed, waits) and hands what came back 
 source, and the fake server's transcript when it did not pass.
 
 A script may declare up to 10 s for each of its steps and have as many steps as it likes, so a
-case has an overall deadline (``checks.CASE_SECONDS``, from ``Session.begin_case``): every wait
-of a step is cut at it, and a case that reaches it ends there with an ``error`` row that says
+case has an overall deadline (``driver_session.CASE_SECONDS``, from ``Session.begin_case``): every
+wait of a step is cut at it, and a case that reaches it ends there with an ``error`` row that says
 how far it got (``Overrun``), never with a judgement on a window it was not given.
 """
 
@@ -18,29 +18,31 @@ import base64
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from nats_conformance.conformance import client_script, protocol, vectors
 from nats_conformance.conformance.client_script import QUIET, WITHIN, Step
 from nats_conformance.conformance.judge import steady
 from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt
 from nats_conformance.conformance.verdicts import CONFORMANCE, observation
-from nats_conformance.harness.clients.checks import (
+from nats_conformance.harness.clients.driver import DriverError
+from nats_conformance.harness.clients.driver_session import (
     TRANSCRIPT_LINES,
     DriverVerdict,
     Overrun,
     Session,
     Verdict,
-    _answer_requests,
     connected,
 )
-from nats_conformance.harness.clients.driver import DriverError
-from nats_conformance.harness.clients.fake_server import FakeConnection, FakeServer, info_op
+from nats_conformance.harness.clients.fake_server import (
+    FakeConnection,
+    FakeServer,
+    answer_requests,
+    info_op,
+)
 from nats_conformance.harness.clients.registry import ClientError
+from nats_conformance.harness.clients.targets import ClientTarget
 from nats_conformance.harness.results import CaseRef, Checked, Found
-
-if TYPE_CHECKING:
-    from nats_conformance.harness.clients.targets import ClientTarget
 
 KIND = "client.script"
 POLL = 0.01  # seconds between looks at what the client sent
@@ -108,7 +110,7 @@ def _execute(
     Verdict."""
     server = client_script.substitute(script.get("server", {}), variables, "input.server")
     reactions = [
-        _answer_requests(
+        answer_requests(
             decode_bytes(r["answer_requests"]["headers"], "input.server.reactions"),
             decode_bytes(r["answer_requests"].get("payload", ""), "input.server.reactions"),
         )

@@ -34,13 +34,7 @@ from nats_conformance.conformance import streaming_codec_client as scc
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
 from nats_conformance.conformance.verdicts import CONFORMANCE, derived_level
-from nats_conformance.harness.clients import checks
-from nats_conformance.harness.clients.checks import (
-    Overrun,
-    rerun_by_vector,
-    rerun_failures,
-    write_result,
-)
+from nats_conformance.harness.clients import driver_session
 from nats_conformance.harness.clients.client_specs import source_problem
 from nats_conformance.harness.clients.driver import (
     DriverError,
@@ -50,12 +44,14 @@ from nats_conformance.harness.clients.driver import (
     rule,
 )
 from nats_conformance.harness.clients.driver_builds import build_driver
+from nats_conformance.harness.clients.driver_session import Overrun
 from nats_conformance.harness.clients.registry import (
     STREAMING_LIBRARIES,
     ClientError,
     Library,
     pinned_version,
 )
+from nats_conformance.harness.clients.rows import rerun_by_vector, rerun_failures, write_result
 from nats_conformance.harness.clients.streaming import StreamingBridge
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import (
@@ -334,9 +330,9 @@ def _take_steps(
     session: _Session, url: str, after: Callable[[dict[str, Any]], None] = lambda s: None
 ) -> None:
     """The session's steps, up to the first that fails; ``after`` runs after each one. A
-    session past its deadline (checks.CASE_SECONDS: it may declare any number of steps, each
+    session past its deadline (driver_session.CASE_SECONDS: it may declare any number of steps, each
     bounded) ends as an error."""
-    deadline = time.monotonic() + checks.CASE_SECONDS
+    deadline = time.monotonic() + driver_session.CASE_SECONDS
     for i, step in enumerate(session.inp["steps"]):
         if time.monotonic() >= deadline:
             raise Ruled(Ruling("error", Overrun(f"stopped at input.steps[{i}]").message))

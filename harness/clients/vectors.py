@@ -35,9 +35,9 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, ExitStack
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from nats_conformance.conformance import headers, judge, protocol, vectors
 from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
@@ -49,21 +49,22 @@ from nats_conformance.conformance.verdicts import (
 )
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients.checks import (
-    HEADER_BLOCK,
+from nats_conformance.harness.clients.driver import DriverError, DriverReply
+from nats_conformance.harness.clients.driver_session import (
     QUIET,
     STEP,
     Link,
+    PathRun,
     Session,
     Verdict,
-    _answer_requests,
-    _is,
     connected,
+    event_is,
 )
-from nats_conformance.harness.clients.driver import DriverError, DriverReply
 from nats_conformance.harness.clients.fake_server import (
+    HEADER_BLOCK,
     FakeConnection,
     HeadersNotEnabled,
+    answer_requests,
     hmsg_op,
     msg_op,
 )
@@ -71,7 +72,6 @@ from nats_conformance.harness.clients.fake_server import encode as encode_op
 from nats_conformance.harness.clients.patience import (
     HANG_AFTER,
     QUIET_FLOOR,
-    RoundTrips,
     look_for_more,
     patience,
 )
@@ -80,7 +80,6 @@ from nats_conformance.harness.results import CaseRef, Checked, Found
 if TYPE_CHECKING:
     from nats_conformance.harness.clients.targets import ClientTarget
 
-T = TypeVar("T")
 # Driver error types that mean the connection is in trouble, not the input.
 TROUBLE = frozenset({"connection", "timeout"})
 HEADERS_SUBJECT = "conformance.headers"
@@ -111,29 +110,6 @@ class ClientPath:
 
     def row_specs(self, case: vectors.Case) -> list[RowSpec]:
         return self.rows(case) if self.rows else [RowSpec(self.name, case.level)]
-
-
-class PathRun:
-    """The state of one path over its cases: the driver session and the fake-server links."""
-
-    def __init__(self, s: Session, stack: ExitStack) -> None:
-        self.s = s
-        self._stack = stack
-        self._links: dict[str, Link] = {}
-        self._resources: dict[str, object] = {}
-        self.round_trips = RoundTrips()  # what waits on this path are judged by
-
-    def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
-        if name not in self._links:
-            self._links[name] = self._stack.enter_context(Link(self.s, subject, **server_args))
-        return self._links[name]
-
-    def resource(self, name: str, make: Callable[[], AbstractContextManager[T]]) -> T:
-        """What ``make`` opens, entered on first use and shared by the path's cases (a server),
-        exited when the path is done."""
-        if name not in self._resources:
-            self._resources[name] = self._stack.enter_context(make())
-        return cast(T, self._resources[name])
 
 
 def _b64(data: bytes) -> str:
@@ -335,7 +311,9 @@ def _until_after(s: Session, sub: str, deadline: float, received: list[dict[str,
     (True), the connection closed or ``deadline`` passed."""
     while not received or _payload(received[-1]) != AFTER:
         remaining = deadline - time.monotonic()
-        event = s.wait_event(_is("message", sub=sub), timeout=remaining, stop=_is("closed"))
+        event = s.wait_event(
+            event_is("message", sub=sub), timeout=remaining, stop=event_is("closed")
+        )
         if event is None:
             return False
         received.append(event)
@@ -468,7 +446,7 @@ def _subscribe(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]
 
 def _request(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     inp = case.data["input"]
-    link = r.link("request", reactions=[_answer_requests(HEADER_BLOCK)])
+    link = r.link("request", reactions=[answer_requests(HEADER_BLOCK)])
     conn, _ = link.get()
     after = conn.count()
     # The fake server answers at once; the answer is not judged (what went out is), so the
@@ -693,7 +671,7 @@ def _receive_applies(case: vectors.Case) -> bool:
     return case.data["input"]["direction"] == "server"
 
 
-def _use_is(*uses: str) -> Callable[[vectors.Case], bool]:
+def _useevent_is(*uses: str) -> Callable[[vectors.Case], bool]:
     return lambda case: case.data["input"]["use"] in uses
 
 
@@ -714,11 +692,11 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
         ClientPath("validate", "validate_subject", "The library's subject validation",
                    _validate_subject, limit=_subject_validate_limit, rows=_validate_rows),
         ClientPath("publish", None, "Published to the fake server", _publish,
-                   _use_is("publish", "reply")),
+                   _useevent_is("publish", "reply")),
         ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
-                   _use_is("subscribe")),
+                   _useevent_is("subscribe")),
         ClientPath("request", "request", "Requested from the fake server", _request,
-                   _use_is("publish")),
+                   _useevent_is("publish")),
     ),
     "protocol.encode": (
         ClientPath("send", None, "Sent through the library's API to the fake server", _send,
@@ -773,7 +751,7 @@ def _run_case(
     r: PathRun, path: ClientPath, case: vectors.Case, specs: list[RowSpec]
 ) -> list[Checked]:
     started = time.monotonic()
-    r.s.begin_case()  # a call past checks.CASE_SECONDS ends the case as an error (Overrun)
+    r.s.begin_case()  # a call past driver_session.CASE_SECONDS ends the case as an error (Overrun)
     produced: dict[str, Judgement] = {}
     ending: Verdict | None = None
     try:

@@ -1,43 +1,30 @@
-"""Client library checks: a library, through its driver, against the fake server.
-
-The scripted checks are vectors now (kind ``client.script``, ``vectors/client-*.json``, run by
-``harness.client_scripts``). What stays here is what they and ``harness.client_vectors`` share (the
-driver ``Session``, ``connected``, ``Link``, rows) and the registry of checks written in Python:
-each is a function ``(client: ClientTarget) -> list[Checked]``, registered in
-``CLIENT_CHECKS`` with the rows it produces. None is left: the HPUB header rows that were one are
-the ``hpub`` path of the ``headers.encode`` vectors (``harness.clients.vectors``).
-
-``run_client_checks`` turns the rows into ``harness.results.ResultRow``s and writes them.
-"""
+"""A client library's driver session, as every client-role runner uses it: the driver
+``Session`` (restarted when it dies, its events buffered, every case under a deadline), the
+verdicts that end a case, ``connected`` (the library connected to a fake server), ``Link``
+(a connection re-made when it breaks) and ``PathRun`` (what one path of the client vectors holds
+over its cases: the session, its links, the servers it shares)."""
 
 from __future__ import annotations
 
-import base64
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
-from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from nats_conformance.conformance import protocol, vectors
-from nats_conformance.conformance.vectors import Source
+from nats_conformance.conformance import protocol
 from nats_conformance.conformance.verdicts import CONFORMANCE
-from nats_conformance.harness.clients.driver import DriverError, rule
+from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply, rule
 from nats_conformance.harness.clients.fake_server import (
     FakeConnection,
     FakeServer,
     HeadersNotEnabled,
-    encode,
 )
-from nats_conformance.harness.clients.registry import ClientError
-from nats_conformance.harness.gate import GATING_LEVEL, attempts
-from nats_conformance.harness.results import CaseRef, Checked, Found, ResultRow, ResultsWriter
+from nats_conformance.harness.clients.patience import RoundTrips
 
 if TYPE_CHECKING:
-    from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
     from nats_conformance.harness.clients.targets import ClientTarget
-    from nats_conformance.harness.results import RunContext
+
+T = TypeVar("T")
 
 STEP = 2.0  # seconds to wait for something the client should do
 QUIET = 0.5  # seconds to watch for something the client should not do (close, deliver)
@@ -46,14 +33,6 @@ QUIET = 0.5  # seconds to watch for something the client should not do (close, d
 CASE_SECONDS = 60.0
 CONNECT_TIMEOUT_MS = 3000
 TRANSCRIPT_LINES = 40  # how much of the fake server's transcript a failing row keeps
-
-
-@dataclass(frozen=True)
-class CheckDef:
-    id: str
-    level: str
-    source: Source
-    description: str
 
 
 # --- verdicts and the driver session -------------------------------------------------------------
@@ -95,16 +74,8 @@ def _fail(message: str) -> Verdict:
     return Verdict("fail", message)
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str | None) -> bytes:
-    return base64.b64decode(text or "")
-
-
 class Session:
-    """One driver process for one check function, restarted when it dies; buffered events.
+    """One driver process for a run of cases, restarted when it dies; buffered events.
 
     Every talk with the driver goes through here, so that a driver that crashes, hangs or breaks
     the protocol is restarted at once (the next case gets a new one) and its DriverError says
@@ -254,7 +225,8 @@ class Session:
         self.close()
 
 
-def _is(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+def event_is(kind: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    """A matcher of driver events: of ``kind``, with every one of ``fields`` as given."""
     return lambda e: e.get("event") == kind and all(e.get(k) == v for k, v in fields.items())
 
 
@@ -361,167 +333,24 @@ def _subscribe(
     return str(reply.result.get("sub")), sub.sid
 
 
-# --- registration -----------------------------------------------------------------------------
+class PathRun:
+    """The state of one path over its cases: the driver session and the fake-server links."""
 
-Body = Callable[[Session], Iterator[Checked]]
+    def __init__(self, s: Session, stack: ExitStack) -> None:
+        self.s = s
+        self._stack = stack
+        self._links: dict[str, Link] = {}
+        self._resources: dict[str, object] = {}
+        self.round_trips = RoundTrips()  # what waits on this path are judged by
 
+    def link(self, name: str, subject: str | None = None, **server_args: Any) -> Link:
+        if name not in self._links:
+            self._links[name] = self._stack.enter_context(Link(self.s, subject, **server_args))
+        return self._links[name]
 
-@dataclass(frozen=True)
-class RegisteredCheck:
-    name: str
-    definitions: Callable[[], list[CheckDef]]
-    body: Body = field(repr=False)
-
-    def __call__(self, client: ClientTarget) -> list[Checked]:
-        """Run the check: its rows in the order of its definitions; every row it owes but did
-        not produce comes back as an error (or as the verdict that ended it early)."""
-        defs = self.definitions()
-        out: list[Checked] = []
-        started = time.monotonic()
-        ending = Verdict("error", "the check ended before this row")
-        with Session(client) as s:
-            try:
-                out.extend(self.body(s))
-            except Verdict as verdict:
-                ending = verdict
-            except DriverError as exc:
-                ending = Verdict.of_driver(exc)
-            except ClientError as exc:
-                ending = Verdict("error", f"driver: {exc}")
-            except Exception as exc:  # a bug in the check: the other checks still run
-                ending = Verdict("error", f"check {self.name} raised {type(exc).__name__}: {exc}")
-            done = {r.case.case_id: r for r in out}
-            elapsed = (time.monotonic() - started) * 1000
-            owed = (ending.outcome, ending.message, elapsed, s.transcript, ending.category)
-            return [done.get(d.id) or _result(d, *owed) for d in defs]
-
-
-CLIENT_CHECKS: list[RegisteredCheck] = []
-
-
-def _check(definitions: Callable[[], list[CheckDef]]) -> Callable[[Body], RegisteredCheck]:
-    def register(body: Body) -> RegisteredCheck:
-        check = RegisteredCheck(body.__name__, definitions, body)
-        CLIENT_CHECKS.append(check)
-        return check
-
-    return register
-
-
-def _result(
-    d: CheckDef,
-    outcome: str,
-    message: str,
-    duration_ms: float,
-    transcript: str = "",
-    category: str = CONFORMANCE,
-) -> Checked:
-    """A check's row: the one place a fake-server check's ``Found`` is built."""
-    shown = ""
-    if outcome != "pass" and transcript:
-        lines = transcript.splitlines()
-        shown = "\n".join(lines[-TRANSCRIPT_LINES:])
-    found = Found(outcome, message, round(duration_ms, 3), shown, category=category)
-    return Checked(CaseRef(d.id, d.level, d.source, d.description), found)
-
-
-# A header block for answers to requests (the ADR-4 example's header, as the reference encodes it).
-HEADER_BLOCK = b"NATS/1.0\r\nFoodGroup: vegetable\r\n\r\n"
-
-
-def _answer_requests(
-    block: bytes, payload: bytes = b""
-) -> Callable[[FakeConnection, protocol.Event], None]:
-    """A reaction: answer every PUB/HPUB with a reply subject by a message carrying ``block``
-    (and ``payload``) to the client's subscription matching that reply subject: an HMSG, or, as
-    the reference server does for a connection that did not enable headers, a MSG."""
-
-    def react(conn: FakeConnection, event: protocol.Event) -> None:
-        if isinstance(event, protocol.Pub | protocol.HPub) and event.reply:
-            sid = conn.sid_for(event.reply)
-            if sid is None:
-                conn.note(f"no subscription matches the reply subject {event.reply}")
-                return
-            answer = conn.model.message_for(sid, protocol.HPub(event.reply, None, block, payload))
-            conn.send(encode(answer, any_headers=True))
-
-    return react
-
-
-# --- the runner ---------------------------------------------------------------------------------
-
-
-def all_definitions() -> list[CheckDef]:
-    """Every row the checks produce, in order."""
-    return [d for check in CLIENT_CHECKS for d in check.definitions()]
-
-
-class Named(Protocol):
-    """What a client row names of its library: a driver's target or a streaming client."""
-
-    name: str
-    version: str
-
-
-def write_result(
-    client: Named, writer: ResultsWriter, ctx: RunContext, result: Checked
-) -> ResultRow:
-    """Write one client row, with its requirement and transcript as details."""
-    return ctx.record(writer, (client.name, "client", client.version), result.case, result.found)
-
-
-def run_client_checks(
-    client: ClientTarget,
-    writer: ResultsWriter,
-    ctx: RunContext,
-    *,
-    checks: list[RegisteredCheck] | None = None,
-) -> list[ResultRow]:
-    """Run the checks (all by default) on one client; write each row as soon as it is known."""
-    return [
-        write_result(client, writer, ctx, result)
-        for check in (CLIENT_CHECKS if checks is None else checks)
-        for result in check(client)
-    ]
-
-
-# --- running a failing row again -----------------------------------------------------------------
-
-Rerun = Callable[[str], Iterable[Checked]]  # a row id -> the rows of a new run of its case
-
-
-def rerun_failures(
-    results: Iterable[Checked], again: Rerun, reruns: int, listed: Callable[[str], bool]
-) -> Iterator[tuple[Checked, bool]]:
-    """Each of ``results`` and whether it is flaky: a gating failure (a must row that fails and
-    that ``listed``, the baseline, does not name) is run again through ``again``, up to
-    ``reruns`` more times (harness.gate.attempts)."""
-    for result in results:
-        gating = result.case.level == GATING_LEVEL and not listed(result.case.case_id)
-        found, flaky = attempts(
-            result.found, partial(_row_again, again, result), reruns if gating else 0
-        )
-        yield Checked(result.case, found), flaky
-
-
-def _row_again(again: Rerun, result: Checked) -> Found:
-    """What a new run of ``result``'s case found for its row (an error when it gave none)."""
-    row_id = result.case.case_id
-    found = [row.found for row in again(row_id) if row.case.case_id == row_id]
-    if not found:
-        return replace(result.found, outcome="error", message="running the case again gave no row")
-    return found[0]
-
-
-def rerun_by_vector(
-    run: Callable[[list[vectors.Case]], Iterable[Checked]], cases: list[vectors.Case]
-) -> Rerun:
-    """Run again through ``run`` the vector of a row (its id is ``<vector id>[@<path>]``)."""
-    by_id = {case.id: case for case in cases}
-    return lambda row_id: run([by_id[row_id.partition("@")[0]]])
-
-
-def rerun_by_check(client: ClientTarget, checks: list[RegisteredCheck]) -> Rerun:
-    """Run again the registered check that gives a row."""
-    by_row = {d.id: check for check in checks for d in check.definitions()}
-    return lambda row_id: by_row[row_id](client)
+    def resource(self, name: str, make: Callable[[], AbstractContextManager[T]]) -> T:
+        """What ``make`` opens, entered on first use and shared by the path's cases (a server),
+        exited when the path is done."""
+        if name not in self._resources:
+            self._resources[name] = self._stack.enter_context(make())
+        return cast(T, self._resources[name])

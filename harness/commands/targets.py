@@ -1,0 +1,28 @@
+"""``nats-conformance targets``: the server and client targets available here, with versions."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nats_conformance.harness.clients import registry, streaming
+from nats_conformance.harness.servers import stan as stan_server
+from nats_conformance.harness.servers.targets import available_targets
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        registry.extend_registry(args.drivers_dir)
+    except registry.ClientError as exc:
+        print(f"nats-conformance: {exc}", file=sys.stderr)
+        return 2
+    for spec, version in available_targets() + registry.available_clients():
+        print(f"{spec}\t{version}")
+    for name, library in registry.STREAMING_LIBRARIES.items():
+        print(f"client:{name}\t{library.registry}, built on first use")
+    with_them = f"{streaming.PYTHON_CLIENT} (PyPI), run with the streaming clients"
+    print(f"{streaming.PYTHON_CLIENT_SPEC}\t{with_them}")
+
+    built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
+    print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
+    return 0
