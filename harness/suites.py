@@ -13,9 +13,10 @@ imports neither, so both can implement it.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, replace
+from typing import Protocol, Self
 
+from nats_conformance.conformance.vectors import Case
 from nats_conformance.harness.gate import Baseline, Verdict
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext
 
@@ -86,3 +87,14 @@ def judged(row: ResultRow, flaky: bool, baseline: Baseline, on_row: OnRow) -> Ju
 def case_ids(rows: Collection[PlannedRow]) -> set[str]:
     """The vector cases ``rows`` come from."""
     return {row.case_id for row in rows}
+
+
+class OfCases:
+    """A suite (a dataclass) over vector ``cases``: ``only`` keeps the cases the rows asked for
+    come from, and every row of each (the rows of a case share its session)."""
+
+    cases: list[Case]
+
+    def only(self, rows: Collection[PlannedRow]) -> Self:
+        wanted = case_ids(rows)
+        return replace(self, cases=[case for case in self.cases if case.id in wanted])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
@@ -44,7 +44,7 @@ from nats_conformance.harness.results import (
 )
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.suites import Judged, OnRow, PlannedRow, case_ids, judged
+from nats_conformance.harness.suites import Judged, OfCases, OnRow, PlannedRow, judged
 
 # Whether the baseline lists a case for a target at a version (harness.gate.Baseline.lists).
 Listed = Callable[[str, str, str], bool]
@@ -266,7 +266,7 @@ def run_matrix(
 
 
 @dataclass(frozen=True)
-class InteropSuite:
+class InteropSuite(OfCases):
     """The interop matrix (``harness.suites``): every ordered pair of the client libraries
     ``specs`` (each with itself too), every interop case, through one server of target
     ``server``."""
@@ -280,11 +280,6 @@ class InteropSuite:
     @property
     def label(self) -> str:
         return f"interop {len(self.specs)} clients"
-
-    def only(self, rows: Collection[PlannedRow]) -> InteropSuite:
-        # Every pair still runs the cases kept: a pair is no part of what a suite can leave out.
-        wanted = case_ids(rows)
-        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
         # A pair is named by the specs here, by the drivers' names in its rows (known once

@@ -4,8 +4,8 @@ through a new run of its vector."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 
 from nats_conformance.conformance import vectors
@@ -17,16 +17,16 @@ from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ResultsWriter, RunContext
 from nats_conformance.harness.suites import (
     Judged,
+    OfCases,
     OnRow,
     PlannedRow,
     SuiteError,
-    case_ids,
     judged,
 )
 
 
 @dataclass(frozen=True)
-class LibrarySuite:
+class LibrarySuite(OfCases):
     """One client library (``spec``) with the client-role ``cases``."""
 
     spec: str
@@ -37,10 +37,6 @@ class LibrarySuite:
     @property
     def label(self) -> str:
         return f"client run {self.spec}"
-
-    def only(self, rows: Collection[PlannedRow]) -> LibrarySuite:
-        wanted = case_ids(rows)
-        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
         return [

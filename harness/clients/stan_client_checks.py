@@ -9,9 +9,9 @@ compared with the reference's (harness.servers.streaming_checks.record).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import StreamingServerModel
@@ -29,10 +29,10 @@ from nats_conformance.harness.servers.stan import StanServerTarget
 from nats_conformance.harness.servers.streaming_checks import Observation, open_stan, record
 from nats_conformance.harness.suites import (
     Judged,
+    OfCases,
     OnRow,
     PlannedRow,
     SuiteError,
-    case_ids,
     judged,
 )
 
@@ -103,7 +103,7 @@ def run_client_cases(
 
 
 @dataclass(frozen=True)
-class StanClientSuite:
+class StanClientSuite(OfCases):
     """The streaming.client ``cases`` taken by ``client`` (a streaming client library) against
     one real streaming server, compared with the reference bridged onto a nats-server of target
     ``reference``."""
@@ -118,10 +118,6 @@ class StanClientSuite:
     @property
     def label(self) -> str:
         return f"streaming server {self.spec} with {self.client.library.name}"
-
-    def only(self, rows: Collection[PlannedRow]) -> StanClientSuite:
-        wanted = case_ids(rows)
-        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
         name = self.client.library.name

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -67,10 +67,10 @@ from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer, TargetError
 from nats_conformance.harness.suites import (
     Judged,
+    OfCases,
     OnRow,
     PlannedRow,
     SuiteError,
-    case_ids,
     judged,
 )
 
@@ -579,7 +579,7 @@ def server_observation(
 
 
 @dataclass(frozen=True)
-class StreamingClientSuite:
+class StreamingClientSuite(OfCases):
     """A NATS Streaming client library (``harness.suites``) against the client-role streaming
     ``cases``, through the reference streaming server bridged onto a nats-server of target
     ``server``; a gating failure runs again through a new run of its vector."""
@@ -593,10 +593,6 @@ class StreamingClientSuite:
     @property
     def label(self) -> str:
         return f"client run {self.spec}"
-
-    def only(self, rows: Collection[PlannedRow]) -> StreamingClientSuite:
-        wanted = case_ids(rows)
-        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
         # One row per case, a decode case the library must survive two. Not known exactly before

@@ -3,8 +3,8 @@ server suite of a run (``harness.suites``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from nats_conformance.conformance.streaming_server_session import KIND as STREAMING_SERVER
@@ -18,10 +18,10 @@ from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import TargetError, WireTarget
 from nats_conformance.harness.suites import (
     Judged,
+    OfCases,
     OnRow,
     PlannedRow,
     SuiteError,
-    case_ids,
     judged,
 )
 
@@ -109,7 +109,7 @@ def _attempted(
 
 
 @dataclass(frozen=True)
-class ServerSuite:
+class ServerSuite(OfCases):
     """The wire cases (and the name cases asked through the JetStream API) against one server
     target, opened for the run and stopped after it."""
 
@@ -121,10 +121,6 @@ class ServerSuite:
     @property
     def label(self) -> str:
         return f"server {self.spec}"
-
-    def only(self, rows: Collection[PlannedRow]) -> ServerSuite:
-        wanted = case_ids(rows)
-        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
         return [PlannedRow(self.spec, c.id, c.id, c.level, c.group) for c in ordered(self.cases)]

@@ -13,8 +13,8 @@ import json
 import socket
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from nats_conformance.conformance import protocol as p
 from nats_conformance.conformance import streaming as pb
@@ -35,7 +35,7 @@ from nats_conformance.harness.results import CaseRef, Found, ResultRow, ResultsW
 from nats_conformance.harness.runtime.limits import READ_LIMITS
 from nats_conformance.harness.servers import stan
 from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.suites import Judged, OnRow, PlannedRow, SuiteError, judged
+from nats_conformance.harness.suites import Judged, OfCases, OnRow, PlannedRow, SuiteError, judged
 
 KIND = session.KIND
 
@@ -234,7 +234,7 @@ def open_stan(spec: str) -> stan.StanServerTarget:
 
 
 @dataclass(frozen=True)
-class StanServerSuite:
+class StanServerSuite(OfCases):
     """The streaming.server ``cases`` against one real streaming server (built on first use):
     one session judges them all, compared with the reference streaming server."""
 
@@ -246,10 +246,6 @@ class StanServerSuite:
     @property
     def label(self) -> str:
         return f"streaming server {self.spec}"
-
-    def only(self, rows: Collection[PlannedRow]) -> StanServerSuite:
-        wanted = {row.case_id for row in rows}
-        return replace(self, cases=[case for case in self.cases if case.id in wanted])
 
     def planned(self) -> list[PlannedRow]:
         # Every case has a row: a session that stops early gives the rest "not run" errors.
