@@ -1,7 +1,7 @@
 """Fake-server scripts for client libraries (vector kind ``client.script``), sans-I/O.
 
 A script says what a fake server does and asks of a client library through its driver, step by
-step, and what the library must send and report. ``harness.client_scripts`` executes the steps
+step, and what the library must send and report. ``harness.clients.scripts`` executes the steps
 (sockets, the driver, clocks); every judgement is made here, so an implementer reading the
 vectors and this module sees one reading of a script. ``evaluate`` checks a script against the
 reference: its variables are saved before use, its bytes decode, and what a push is expected to

@@ -1,6 +1,6 @@
 """Wire scripts, sans-I/O: which connection each exchange uses, what it keeps, and how what a
 server sent in one exchange is judged. ``evaluate`` runs a script against the reference server
-model; ``harness.wire`` runs the same script against a live server and judges it with
+model; ``harness.servers.wire`` runs the same script against a live server and judges it with
 ``compare_exchange``, so the model and a real server are held to one reading of the script.
 """
 

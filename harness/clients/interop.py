@@ -1,15 +1,15 @@
 """Interop matrix: every ordered pair (A, B) of client libraries through one real nats-server.
 
 A publishes (or requests), B subscribes (or replies), and what B receives is judged against what
-the documents say arrives. The cases are interop vectors (``harness.interop_cases`` runs them on a
-pair, ``conformance.interop`` judges); this module runs the pairs and writes the rows: one row per
-(pair, case) named "A->B" (target_kind "interop"), with the transcript of what each side did and
-reported as the details of a row that did not pass.
+the documents say arrives. The cases are interop vectors (``harness.clients.interop_cases`` runs
+them on a pair, ``conformance.interop`` judges); this module runs the pairs and writes the rows:
+one row per (pair, case) named "A->B" (target_kind "interop"), with the transcript of what each
+side did and reported as the details of a row that did not pass.
 
-Every client gets two driver processes, reused across all pairs: its "pub" side plays A, its
-"sub" side plays B, so a pair (A, A) is two connections and A's blocking request can be answered
-by B while it waits. A client whose driver cannot be built or started gets error rows, never a
-crash; a driver that dies mid-batch is restarted for the next batch.
+Every client gets two driver processes, reused across all pairs: its "pub" side plays A, its "sub"
+side plays B, so a pair (A, A) is two connections and A's blocking request can be answered by B
+while it waits. A client whose driver cannot be built or started gets error rows, never a crash; a
+driver that dies mid-batch is restarted for the next batch.
 """
 
 from __future__ import annotations

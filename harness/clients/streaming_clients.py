@@ -4,10 +4,10 @@ Each library (harness.clients.registry.STREAMING_LIBRARIES: the driver directori
 library.json names the protocol nats-conformance-stan-driver) has a driver
 (harness/drivers/<library>/) speaking nats-conformance-stan-driver/1
 (schemas/stan-driver-protocol.schema.json), built into the cache like the core drivers
-(harness.clients.driver_builds) and run as a harness.driver.DriverProcess, which bounds every
-wait and turns a driver that crashes, hangs or writes garbage into a DriverError. For every
+(harness.clients.driver_builds) and run as a harness.clients.driver.DriverProcess, which bounds
+every wait and turns a driver that crashes, hangs or writes garbage into a DriverError. For every
 case the harness starts a driver and a fresh reference streaming server
-(conformance.streaming_server) bridged onto a real nats-server (harness.streaming
+(conformance.streaming_server) bridged onto a real nats-server (harness.clients.streaming
 .StreamingBridge), takes the case's steps through the driver, and hands what the client sent
 (as the reference decoded it) and reported to conformance.streaming_client.judge: this module
 only executes. One row per (client, case). The codec cases go through sessions too

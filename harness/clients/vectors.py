@@ -717,7 +717,7 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
 NOT_REACHED = "client"  # the row suffix of a case no path reaches
 NOT_REACHED_REASONS = {
     "streaming.client": "a core NATS client has no NATS Streaming API: the streaming client "
-    "libraries run these cases (harness.streaming_clients)",
+    "libraries run these cases (harness.clients.streaming_clients)",
 }
 
 

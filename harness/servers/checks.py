@@ -1,9 +1,9 @@
 """One vector case against one server target: skip, error, or the verdict of its server path.
 
 A case reaches a server through its wire script, or, for ``name.validate``, through the JetStream
-API (``harness.jetstream_names``). A server process that exits during a case (a crash) fails the
-case in category ``robustness``, whatever the case's level: the documents need not say that a
-server must not crash.
+API (``harness.servers.jetstream_names``). A server process that exits during a case (a crash)
+fails the case in category ``robustness``, whatever the case's level: the documents need not
+say that a server must not crash.
 """
 
 from __future__ import annotations

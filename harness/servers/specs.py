@@ -38,7 +38,7 @@ class TargetSpec:
     inner: TargetSpec | None = None  # container: the binary; deviant: the target behind the proxy
     url: str | None = None  # url: normalized nats://HOST:PORT or tls://HOST:PORT
     tls: TlsOptions | None = None  # url: with tls://
-    deviation: str | None = None  # deviant: a name in harness.deviants.DEVIATIONS
+    deviation: str | None = None  # deviant: a name in harness.servers.deviants.DEVIATIONS
 
 
 @dataclass(frozen=True)
