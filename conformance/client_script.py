@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nats_conformance.conformance import headers, judge, protocol
-from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt, op_pattern
+from . import headers, judge, protocol
+from .vector_values import Mismatch, decode_bytes, excerpt, op_pattern
 
 # The one key that says what a step does.
 ACTIONS = (

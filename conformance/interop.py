@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from nats_conformance.conformance.subjects import matches
-from nats_conformance.conformance.vector_values import (
+from .subjects import matches
+from .vector_values import (
     BytesError,
     Mismatch,
     decode_bytes,

@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nats_conformance.conformance import headers, protocol, subjects
-from nats_conformance.conformance.vector_values import decode_bytes
-from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS, derived_level
+from . import headers, protocol, subjects
+from .vector_values import decode_bytes
+from .verdicts import CONFORMANCE, ROBUSTNESS, derived_level
 
 Outcome = Literal["pass", "fail"]
 SHOWN = 300  # characters of one value a message shows

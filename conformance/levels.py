@@ -26,9 +26,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.conformance.requirements import bundled_index, derive_citations
-from nats_conformance.conformance.vectors import BUNDLED_DIR, Case, Problem
-from nats_conformance.conformance.verdicts import LEVELS, level_rank
+from .requirements import bundled_index, derive_citations
+from .vectors import BUNDLED_DIR, Case, Problem
+from .verdicts import LEVELS, level_rank
 
 FORMAT = "nats-conformance-levels/1"
 LEVELS_PATH = BUNDLED_DIR / "levels.json"

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from nats_conformance.conformance import subjects
+from . import subjects
 
 CRLF = b"\r\n"
 # client-protocol.txt, "+OK/ERR": "the maximum control line value ... The default is 1024 bytes."

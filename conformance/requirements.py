@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.conformance.vectors import (  # the citation rule is the loader's
+from .vectors import (  # the citation rule is the loader's
     BUNDLED_DIR,
     INDEX_PATH,
     NOT_VECTORS,

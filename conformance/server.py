@@ -33,8 +33,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from nats_conformance.conformance import subjects
-from nats_conformance.conformance.protocol import (
+from . import subjects
+from .protocol import (
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
     Connect,

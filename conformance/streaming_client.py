@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance.streaming import DecodeError
-from nats_conformance.conformance.streaming_server import Outbound, StreamingServerModel
-from nats_conformance.conformance.vector_values import decode_bytes
+from . import streaming as pb
+from .streaming import DecodeError
+from .streaming_server import Outbound, StreamingServerModel
+from .vector_values import decode_bytes
 
 KIND = "streaming.client"
 START_NS = 1_700_000_000_000_000_000  # the virtual clock's start; any value works

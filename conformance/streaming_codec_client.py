@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance.vector_values import decode_bytes
+from . import streaming as pb
+from .vector_values import decode_bytes
 
 CLIENT_ID = "conformance-codec"  # a clientID the case does not fix: the library must have one
 SUBJECT = "conformance.codec"  # a channel the case does not fix

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance.streaming import DecodeError, StartPosition
+from . import streaming as pb
+from .streaming import DecodeError, StartPosition
 
 DEFAULT_CLUSTER_ID = "test-cluster"
 

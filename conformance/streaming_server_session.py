@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance.streaming import DecodeError, StartPosition
-from nats_conformance.conformance.streaming_server import Stored, StreamingServerModel, replay
+from . import streaming as pb
+from .streaming import DecodeError, StartPosition
+from .streaming_server import Stored, StreamingServerModel, replay
 
 KIND = "streaming.server"
 CLUSTER_ID = "nats-conformance"

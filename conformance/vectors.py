@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 
-from nats_conformance.conformance import (
+from . import (
     client_script,
     headers,
     interop,
@@ -33,29 +33,29 @@ from nats_conformance.conformance import (
 )
 
 # Re-exported: the vector API stays in one place for its users.
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     BYTES_FIELDS as BYTES_FIELDS,
 )
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     SHOWN as SHOWN,
 )
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     BytesError as BytesError,
 )
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     Mismatch as Mismatch,
 )
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     decode_bytes as decode_bytes,
 )
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     encode_bytes as encode_bytes,
 )
-from nats_conformance.conformance.vector_values import (
+from .vector_values import (
     excerpt as excerpt,
 )
-from nats_conformance.conformance.vector_values import expanded_size, over_limit, size_text
-from nats_conformance.conformance.vector_values import (
+from .vector_values import expanded_size, over_limit, size_text
+from .vector_values import (
     op_pattern as op_pattern,
 )
 

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nats_conformance.conformance import headers, protocol, server
-from nats_conformance.conformance.vector_values import (
+from . import headers, protocol, server
+from .vector_values import (
     BytesError,
     Mismatch,
     decode_bytes,

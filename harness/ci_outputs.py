@@ -19,8 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from nats_conformance.conformance.vectors import BUNDLED_DIR
-from nats_conformance.harness.gate import (
+from ..conformance.vectors import BUNDLED_DIR
+from .gate import (
     FAILING,
     GATING_LEVEL,
     Baseline,
@@ -29,7 +29,7 @@ from nats_conformance.harness.gate import (
     entry_words,
     gate_fails,
 )
-from nats_conformance.harness.results import ResultRow, bounded
+from .results import ResultRow, bounded
 
 Judged = Sequence[tuple[ResultRow, Verdict]]
 Scrub = Callable[[str], str]  # a text without the machine's paths (see local_paths)

@@ -9,41 +9,41 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from nats_conformance.conformance import vectors
-from nats_conformance.harness.commands import DEFAULT_REPORT, DEFAULT_SERVER
-from nats_conformance.harness.gate import SHIPPED_BASELINE
-from nats_conformance.harness.results import LEVELS, suite_version, vectors_version
+from ..conformance import vectors
+from .commands import DEFAULT_REPORT, DEFAULT_SERVER
+from .gate import SHIPPED_BASELINE
+from .results import LEVELS, suite_version, vectors_version
 
 # Each command's module is imported when that command runs, not before: `vectors check` and
 # `--help` load neither the harness's two wings nor the report pipeline.
 
 
 def _check(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.commands import check
+    from .commands import check
 
     return check.main(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.commands import run
+    from .commands import run
 
     return run.main(args)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.commands import report
+    from .commands import report
 
     return report.main(args)
 
 
 def _targets(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.commands import targets
+    from .commands import targets
 
     return targets.main(args)
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from nats_conformance.harness.commands import smoke
+    from .commands import smoke
 
     return smoke.main(args)
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TextIO
 
-from nats_conformance.harness.gate import FLAKY_MARK, Verdict, attempts_made
-from nats_conformance.harness.results import LEVELS, OUTCOMES, ResultRow
+from .gate import FLAKY_MARK, Verdict, attempts_made
+from .results import LEVELS, OUTCOMES, ResultRow
 
 # Gating problems the closing summary lists one by one (each message is bounded already).
 SHOWN_PROBLEMS = 50

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nats_conformance.conformance import protocol, server, vectors
-from nats_conformance.conformance.vectors import Source
+from ..conformance import protocol, server, vectors
+from ..conformance.vectors import Source
 
 GROUP = "protocol.differential"
 TITLE = "Counterexamples found by differential testing against real servers"

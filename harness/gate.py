@@ -47,10 +47,10 @@ from typing import Any, Protocol, TypeVar
 
 import jsonschema
 
-from nats_conformance.conformance.vectors import Case, Renames, bundled_renames, json_depth
-from nats_conformance.conformance.verdicts import ROBUSTNESS
-from nats_conformance.harness.implementations import implementation, spec_version
-from nats_conformance.harness.results import ResultRow
+from ..conformance.vectors import Case, Renames, bundled_renames, json_depth
+from ..conformance.verdicts import ROBUSTNESS
+from .implementations import implementation, spec_version
+from .results import ResultRow
 
 BASELINE_FORMAT = "nats-conformance-baseline/3"
 FORMAT_2 = "nats-conformance-baseline/2"  # messages and ``*`` versions; classed when loaded

@@ -8,18 +8,18 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from nats_conformance.conformance import streaming_client, streaming_server_session
-from nats_conformance.conformance.vectors import Case
-from nats_conformance.harness.clients import interop_cases, streaming_clients
-from nats_conformance.harness.clients.interop import DEFAULT_SERVER, InteropSuite
-from nats_conformance.harness.clients.library import LibrarySuite
-from nats_conformance.harness.clients.stan_client_checks import StanClientSuite
-from nats_conformance.harness.clients.streaming import PythonClientSuite
-from nats_conformance.harness.clients.streaming_clients import StreamingClientSuite
-from nats_conformance.harness.servers.kinds import parse_spec
-from nats_conformance.harness.servers.runner import ServerSuite
-from nats_conformance.harness.servers.streaming_checks import StanServerSuite
-from nats_conformance.harness.suites import PlannedRow, Suite
+from ..conformance import streaming_client, streaming_server_session
+from ..conformance.vectors import Case
+from .clients import interop_cases, streaming_clients
+from .clients.interop import DEFAULT_SERVER, InteropSuite
+from .clients.library import LibrarySuite
+from .clients.stan_client_checks import StanClientSuite
+from .clients.streaming import PythonClientSuite
+from .clients.streaming_clients import StreamingClientSuite
+from .servers.kinds import parse_spec
+from .servers.runner import ServerSuite
+from .servers.streaming_checks import StanServerSuite
+from .suites import PlannedRow, Suite
 
 STAN_CLIENT = "node-nats-streaming"  # the library that takes the streaming.client cases there
 STAN_KINDS = (streaming_server_session.KIND, streaming_client.KIND)  # what a stan: target runs

@@ -34,14 +34,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from nats_conformance.conformance.vectors import (
+from ..conformance.vectors import (
     BUNDLED_DIR,
     Case,
     Source,
     load_all,
     vector_files,
 )
-from nats_conformance.harness.gate import (
+from .gate import (
     FAILING,
     SHIPPED_BASELINE,
     Baseline,
@@ -49,7 +49,7 @@ from nats_conformance.harness.gate import (
     Verdict,
     cited_statement,
 )
-from nats_conformance.harness.results import (
+from .results import (
     ResultRow,
     ResultsWriter,
     read_rows,
@@ -57,8 +57,8 @@ from nats_conformance.harness.results import (
 )
 
 if TYPE_CHECKING:  # the server- and client-side modules load only when the plugin is used
-    from nats_conformance.harness.results import RunContext
-    from nats_conformance.harness.suites import Judged, PlannedRow, Suite
+    from .results import RunContext
+    from .suites import Judged, PlannedRow, Suite
 
 RESULTS_ENV = "NATS_CONFORMANCE_RESULTS"
 ROOT = "nats-conformance"  # the virtual directory every item's node id starts with
@@ -180,7 +180,7 @@ class _Session:
     def judged(self, item: RowItem, batch: list[PlannedRow]) -> tuple[ResultRow, Verdict, str]:
         """``item``'s row, its verdict and transcript: from the run of its suite that takes it,
         else from a new one over ``batch`` (the rows to run together, the item's among them)."""
-        from nats_conformance.harness.suites import SuiteError
+        from .suites import SuiteError
 
         run = self.runs.get(item.suite)
         if run is None or not run.takes(item.planned):
@@ -276,7 +276,7 @@ def pytest_configure(config: pytest.Config) -> None:
         baseline = Baseline.load(baseline_path, missing_ok=update)
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from nats_conformance.harness.results import RunContext
+    from .results import RunContext
 
     given_paths = [Path(p) for p in config.getoption("nats_vectors")]
     given_paths = given_paths or config.getini("nats_vectors")
@@ -441,8 +441,8 @@ def pytest_collection_modifyitems(
     state = config.stash.get(_STATE, None)
     if state is None:
         return
-    from nats_conformance.harness import plan
-    from nats_conformance.harness.servers.runner import server_cases
+    from . import plan
+    from .servers.runner import server_cases
 
     loaded = load_all(state.paths)
     if loaded.problems:

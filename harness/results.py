@@ -28,9 +28,9 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO
 
-from nats_conformance.conformance import vectors
-from nats_conformance.conformance.vectors import Source
-from nats_conformance.conformance.verdicts import (
+from ..conformance import vectors
+from ..conformance.vectors import Source
+from ..conformance.verdicts import (
     CATEGORIES,
     CONFORMANCE,
     LEVELS,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from nats_conformance.conformance import vectors
+from ..conformance import vectors
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol, Self
 
-from nats_conformance.conformance.vectors import Case
-from nats_conformance.harness.gate import Baseline, Verdict
-from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext
+from ..conformance.vectors import Case
+from .gate import Baseline, Verdict
+from .results import ResultRow, ResultsWriter, RunContext
 
 Judged = tuple[ResultRow, Verdict]
 OnRow = Callable[[ResultRow, Verdict], None]

@@ -10,13 +10,13 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from nats_conformance.harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL
-from nats_conformance.harness.implementations import implementation
-from nats_conformance.harness.results import LEVELS, OUTCOMES
-from nats_conformance.reports import coverage, strips
-from nats_conformance.reports import history as history_store
-from nats_conformance.reports.model import (
+from ..conformance.verdicts import CONFORMANCE, ROBUSTNESS
+from ..harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL
+from ..harness.implementations import implementation
+from ..harness.results import LEVELS, OUTCOMES
+from . import coverage, strips
+from . import history as history_store
+from .model import (
     Behaviour,
     Cell,
     Change,
@@ -39,7 +39,7 @@ from nats_conformance.reports.model import (
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from nats_conformance.reports.summary import Summaries
+    from .summary import Summaries
 
 SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
 HISTORY_POINTS = 20  # runs shown in a case's history

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nats_conformance.reports import html
-from nats_conformance.reports.model import Report
+from . import html
+from .model import Report
 
 FORMAT = "nats-conformance-behaviour/1"
 PAGE = "behaviour.html"

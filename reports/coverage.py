@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from nats_conformance.conformance import requirements, vectors
+from ..conformance import requirements, vectors
 
 FORMAT = "nats-conformance-coverage/1"
 

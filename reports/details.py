@@ -13,10 +13,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.conformance import requirements, vectors
-from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import open_text, requirement
-from nats_conformance.reports.model import TargetReport
+from ..conformance import requirements, vectors
+from ..harness.gate import Baseline
+from ..harness.results import open_text, requirement
+from .model import TargetReport
 
 Key = tuple[str, str, str]  # (run_id, target, case_id)
 

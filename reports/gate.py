@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from nats_conformance.harness.gate import Baseline, Verdict, entry_words, gate_fails
-from nats_conformance.harness.results import ResultRow
-from nats_conformance.reports.model import Gated, GateRow
+from ..harness.gate import Baseline, Verdict, entry_words, gate_fails
+from ..harness.results import ResultRow
+from .model import Gated, GateRow
 
 # The order the report lists verdicts in: what gates first.
 ORDER = (Verdict.UNEXPECTED, Verdict.STALE, Verdict.EXPECTED, Verdict.FLAKY)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nats_conformance.conformance.vectors import ROW, Renames, bundled_renames
-from nats_conformance.harness.results import LATER_KEYS, ROW_KEYS
+from ..conformance.vectors import ROW, Renames, bundled_renames
+from ..harness.results import LATER_KEYS, ROW_KEYS
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession

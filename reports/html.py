@@ -17,11 +17,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.conformance.verdicts import ROBUSTNESS, level_rank
-from nats_conformance.harness.results import LEVELS, OUTCOMES
-from nats_conformance.reports import gate
-from nats_conformance.reports.analysis import version_order
-from nats_conformance.reports.model import (
+from ..conformance.verdicts import ROBUSTNESS, level_rank
+from ..harness.results import LEVELS, OUTCOMES
+from . import gate
+from .analysis import version_order
+from .model import (
     Counts,
     Flaky,
     FlakyChange,

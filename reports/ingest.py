@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nats_conformance.harness.results import (
+from ..harness.results import (
     CATEGORIES,
     DETAILS_SUFFIX,
     GZIP_SUFFIX,

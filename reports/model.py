@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from nats_conformance.conformance.verdicts import CONFORMANCE
-from nats_conformance.harness.gate import FAILING
-from nats_conformance.harness.results import INTEROP_KIND
+from ..conformance.verdicts import CONFORMANCE
+from ..harness.gate import FAILING
+from ..harness.results import INTEROP_KIND
 
 
 @dataclass(frozen=True)

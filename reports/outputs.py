@@ -8,8 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.reports import behaviour, html, pages
-from nats_conformance.reports.model import Counts, Report, TargetReport
+from . import behaviour, html, pages
+from .model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
 BADGE_LABEL = "NATS conformance"

@@ -14,11 +14,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nats_conformance.conformance.verdicts import ROBUSTNESS, level_rank
-from nats_conformance.harness.gate import FAILING
-from nats_conformance.harness.results import INTEROP_KIND
-from nats_conformance.reports import details, html, strips
-from nats_conformance.reports.model import (
+from ..conformance.verdicts import ROBUSTNESS, level_rank
+from ..harness.gate import FAILING
+from ..harness.results import INTEROP_KIND
+from . import details, html, strips
+from .model import (
     FirstFailure,
     Point,
     Report,

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nats_conformance.harness.gate import SHIPPED_BASELINE, Baseline
-from nats_conformance.reports import analysis, details, gate, history, ingest, outputs, summary
-from nats_conformance.reports.model import Report
-from nats_conformance.reports.spark import session
+from ..harness.gate import SHIPPED_BASELINE, Baseline
+from . import analysis, details, gate, history, ingest, outputs, summary
+from .model import Report
+from .spark import session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

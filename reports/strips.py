@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from nats_conformance.conformance.verdicts import level_rank
-from nats_conformance.harness.implementations import implementation
-from nats_conformance.reports.model import FlakyChange, Run, Strip, StripCase
+from ..conformance.verdicts import level_rank
+from ..harness.implementations import implementation
+from .model import FlakyChange, Run, Strip, StripCase
 
 QUIET = frozenset({"pass", "skip"})  # outcomes a case may keep at every version and be counted
 Row = tuple[str, str, str, str, str]  # target, case id, group, level, outcome

@@ -28,9 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from nats_conformance.harness.gate import FLAKY_MARK as RETRIED_MARK
-from nats_conformance.harness.results import LATER_KEYS, OUTCOMES
-from nats_conformance.reports import history
+from ..harness.gate import FLAKY_MARK as RETRIED_MARK
+from ..harness.results import LATER_KEYS, OUTCOMES
+from . import history
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

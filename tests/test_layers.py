@@ -9,6 +9,7 @@ same rules (deferring one to dodge a circle hides the circle, it does not break 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,3 +280,20 @@ def test_a_longer_circle_is_reported_once_as_a_path_through_it(tmp_path: Path) -
 def test_modules_without_a_circle_give_none(tmp_path: Path) -> None:
     root = _write(tmp_path / "pkg", {"__init__.py": "", "a.py": "import pkg.b\n", "b.py": ""})
     assert circles(import_graph({"pkg": root})) == []
+
+
+def test_imports_inside_the_package_are_relative() -> None:
+    """An import names the file it loads as the repository holds it (``from ..results import``
+    is ``harness/results.py`` from ``harness/clients/``), so a reader, an editor without the
+    package installed and a tool drawing the imports can follow it; the package's own name
+    appears only outside it (tests, benchmarks)."""
+    absolute = re.compile(rf"^\s*(from|import)\s+{PACKAGE}\b", re.M)
+    skip = [REPO / s for s in NOT_MODULES]
+    found = [
+        str(path.relative_to(REPO))
+        for name in PARTS
+        for path in sorted((REPO / name).rglob("*.py"))
+        if not any(path.is_relative_to(s) for s in skip)
+        and absolute.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

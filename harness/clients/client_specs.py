@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from nats_conformance.harness.clients.registry import (
+from .registry import (
     LIBRARIES,
     ClientError,
     Library,

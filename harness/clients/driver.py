@@ -30,9 +30,9 @@ from typing import Any, Literal
 
 import jsonschema
 
-from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from nats_conformance.harness.results import bounded
-from nats_conformance.harness.runtime.processes import (
+from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS
+from ..results import bounded
+from ..runtime.processes import (
     SPAWNER,
     STOP_GRACE,
     exit_status,

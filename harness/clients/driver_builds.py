@@ -10,13 +10,13 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from nats_conformance.harness.clients.registry import (
+from ..runtime import builds, state
+from .registry import (
     LIBRARIES,
     LIBRARY_FILE,
     ClientError,
     Library,
 )
-from nats_conformance.harness.runtime import builds, state
 
 BUILD_TIMEOUT = 1800.0  # seconds one build may take (a cold Rust or Java build takes minutes)
 BUILD_LOG_TAIL = 30  # lines of a failed build's log in its ClientError

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from nats_conformance.harness.clients.registry import ClientError
-from nats_conformance.harness.runtime import containers
-from nats_conformance.harness.runtime.containers import ContainerError
+from ..runtime import containers
+from ..runtime.containers import ContainerError
+from .registry import ClientError
 
 IMAGE_REPOSITORY = "nats-conformance/client"
 IMAGE_SOURCE_LABEL = "nats-conformance.client-build"  # on an image: the OUT_DIR it holds

@@ -11,18 +11,18 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from nats_conformance.conformance import protocol
-from nats_conformance.conformance.verdicts import CONFORMANCE
-from nats_conformance.harness.clients.driver import DriverError, DriverProcess, DriverReply, rule
-from nats_conformance.harness.clients.fake_server import (
+from ...conformance import protocol
+from ...conformance.verdicts import CONFORMANCE
+from .driver import DriverError, DriverProcess, DriverReply, rule
+from .fake_server import (
     FakeConnection,
     FakeServer,
     HeadersNotEnabled,
 )
-from nats_conformance.harness.clients.patience import RoundTrips
+from .patience import RoundTrips
 
 if TYPE_CHECKING:
-    from nats_conformance.harness.clients.targets import ClientTarget
+    from .targets import ClientTarget
 
 T = TypeVar("T")
 

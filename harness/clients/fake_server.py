@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from nats_conformance.conformance import protocol, server, subjects
-from nats_conformance.harness.runtime.limits import READ_LIMITS
-from nats_conformance.harness.runtime.transcripts import Direction, Transcript
+from ...conformance import protocol, server, subjects
+from ..runtime.limits import READ_LIMITS
+from ..runtime.transcripts import Direction, Transcript
 
 HOST = "127.0.0.1"
 # The client may send anything (the suite's own generous read limits): only bytes that break

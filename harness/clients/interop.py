@@ -21,20 +21,8 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
 
-from nats_conformance.harness.clients.driver import DriverError, DriverProcess, rule
-from nats_conformance.harness.clients.driver_session import Overrun
-from nats_conformance.harness.clients.interop_cases import (
-    InteropCase,
-    Refused,
-    batches,
-    run_batch,
-    transcript,
-)
-from nats_conformance.harness.clients.interop_pair import Pair
-from nats_conformance.harness.clients.registry import ClientError
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
-from nats_conformance.harness.gate import GATING_LEVEL, Baseline, attempts
-from nats_conformance.harness.results import (
+from ..gate import GATING_LEVEL, Baseline, attempts
+from ..results import (
     INTEROP_KIND,
     CaseRef,
     Found,
@@ -42,9 +30,21 @@ from nats_conformance.harness.results import (
     ResultsWriter,
     RunContext,
 )
-from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.suites import Judged, OfCases, OnRow, PlannedRow, judged
+from ..servers.kinds import open_target
+from ..servers.specs import TargetError
+from ..suites import Judged, OfCases, OnRow, PlannedRow, judged
+from .driver import DriverError, DriverProcess, rule
+from .driver_session import Overrun
+from .interop_cases import (
+    InteropCase,
+    Refused,
+    batches,
+    run_batch,
+    transcript,
+)
+from .interop_pair import Pair
+from .registry import ClientError
+from .targets import ClientTarget, open_client
 
 # Whether the baseline lists a case for a target at a version (harness.gate.Baseline.lists).
 Listed = Callable[[str, str, str], bool]

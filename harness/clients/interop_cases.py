@@ -16,17 +16,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from nats_conformance.conformance import interop, vectors
-from nats_conformance.conformance.interop import InteropSpec, Message
-from nats_conformance.conformance.vectors import Problem, Source
-from nats_conformance.harness.clients.driver import DriverError, DriverReply, deadline, rule
-from nats_conformance.harness.clients.interop_pair import (
+from ...conformance import interop, vectors
+from ...conformance.interop import InteropSpec, Message
+from ...conformance.vectors import Problem, Source
+from ..results import Found, bounded
+from .driver import DriverError, DriverReply, deadline, rule
+from .interop_pair import (
     Delivered,
     Pair,
     Refused,
     message_from_driver,
 )
-from nats_conformance.harness.results import Found, bounded
 
 Outcome = Literal["pass", "fail", "error", "skip"]
 KIND = "interop"

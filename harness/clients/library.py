@@ -8,14 +8,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
-from nats_conformance.conformance import vectors
-from nats_conformance.harness.clients.registry import ClientError
-from nats_conformance.harness.clients.rows import rerun_by_vector, rerun_failures, write_result
-from nats_conformance.harness.clients.targets import open_client
-from nats_conformance.harness.clients.vectors import planned_rows, run_client_vectors
-from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import ResultsWriter, RunContext
-from nats_conformance.harness.suites import (
+from ...conformance import vectors
+from ..gate import Baseline
+from ..results import ResultsWriter, RunContext
+from ..suites import (
     Judged,
     OfCases,
     OnRow,
@@ -23,6 +19,10 @@ from nats_conformance.harness.suites import (
     SuiteError,
     judged,
 )
+from .registry import ClientError
+from .rows import rerun_by_vector, rerun_failures, write_result
+from .targets import open_client
+from .vectors import planned_rows, run_client_vectors
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import jsonschema
 
-from nats_conformance.harness.runtime import containers
+from ..runtime import containers
 
 DRIVERS_DIR = Path(__file__).resolve().parents[1] / "drivers"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "library.schema.json"

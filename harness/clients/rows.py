@@ -8,9 +8,9 @@ from dataclasses import replace
 from functools import partial
 from typing import Protocol
 
-from nats_conformance.conformance import vectors
-from nats_conformance.harness.gate import GATING_LEVEL, attempts
-from nats_conformance.harness.results import Checked, Found, ResultRow, ResultsWriter, RunContext
+from ...conformance import vectors
+from ..gate import GATING_LEVEL, attempts
+from ..results import Checked, Found, ResultRow, ResultsWriter, RunContext
 
 
 class Named(Protocol):

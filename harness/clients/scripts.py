@@ -20,13 +20,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from nats_conformance.conformance import client_script, protocol, vectors
-from nats_conformance.conformance.client_script import QUIET, WITHIN, Step
-from nats_conformance.conformance.judge import steady
-from nats_conformance.conformance.vector_values import Mismatch, decode_bytes, excerpt
-from nats_conformance.conformance.verdicts import CONFORMANCE, observation
-from nats_conformance.harness.clients.driver import DriverError
-from nats_conformance.harness.clients.driver_session import (
+from ...conformance import client_script, protocol, vectors
+from ...conformance.client_script import QUIET, WITHIN, Step
+from ...conformance.judge import steady
+from ...conformance.vector_values import Mismatch, decode_bytes, excerpt
+from ...conformance.verdicts import CONFORMANCE, observation
+from ..results import CaseRef, Checked, Found
+from .driver import DriverError
+from .driver_session import (
     TRANSCRIPT_LINES,
     DriverVerdict,
     Overrun,
@@ -34,15 +35,14 @@ from nats_conformance.harness.clients.driver_session import (
     Verdict,
     connected,
 )
-from nats_conformance.harness.clients.fake_server import (
+from .fake_server import (
     FakeConnection,
     FakeServer,
     answer_requests,
     info_op,
 )
-from nats_conformance.harness.clients.registry import ClientError
-from nats_conformance.harness.clients.targets import ClientTarget
-from nats_conformance.harness.results import CaseRef, Checked, Found
+from .registry import ClientError
+from .targets import ClientTarget
 
 KIND = "client.script"
 POLL = 0.01  # seconds between looks at what the client sent

@@ -13,21 +13,16 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from nats_conformance.conformance import vectors
-from nats_conformance.conformance.streaming_server import StreamingServerModel
-from nats_conformance.conformance.streaming_server_session import CLUSTER_ID, KIND
-from nats_conformance.harness.clients import streaming_clients
-from nats_conformance.harness.clients.driver import DriverError
-from nats_conformance.harness.clients.streaming import StreamingBridge
-from nats_conformance.harness.clients.streaming_clients import StreamingClient
-from nats_conformance.harness.clients.targets import ClientError
-from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import CaseRef, ResultRow, ResultsWriter, RunContext
-from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import RunningServer, TargetError
-from nats_conformance.harness.servers.stan import StanServerTarget
-from nats_conformance.harness.servers.streaming_checks import Observation, open_stan, record
-from nats_conformance.harness.suites import (
+from ...conformance import vectors
+from ...conformance.streaming_server import StreamingServerModel
+from ...conformance.streaming_server_session import CLUSTER_ID, KIND
+from ..gate import Baseline
+from ..results import CaseRef, ResultRow, ResultsWriter, RunContext
+from ..servers.kinds import open_target
+from ..servers.specs import RunningServer, TargetError
+from ..servers.stan import StanServerTarget
+from ..servers.streaming_checks import Observation, open_stan, record
+from ..suites import (
     Judged,
     OfCases,
     OnRow,
@@ -35,6 +30,11 @@ from nats_conformance.harness.suites import (
     SuiteError,
     judged,
 )
+from . import streaming_clients
+from .driver import DriverError
+from .streaming import StreamingBridge
+from .streaming_clients import StreamingClient
+from .targets import ClientError
 
 Server = Callable[[], AbstractContextManager[tuple[str, str]]]  # a fresh server: (url, cluster id)
 

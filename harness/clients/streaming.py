@@ -19,15 +19,15 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nats_conformance.conformance import protocol as p
-from nats_conformance.conformance.streaming_server import Outbound, StreamingServerModel
-from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import CaseRef, Found, ResultRow, ResultsWriter, RunContext
-from nats_conformance.harness.runtime.limits import READ_LIMITS
-from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
-from nats_conformance.harness.servers.specs import RunningServer
-from nats_conformance.harness.suites import Judged, OnRow, PlannedRow, judged
+from ...conformance import protocol as p
+from ...conformance.streaming_server import Outbound, StreamingServerModel
+from ...conformance.verdicts import observation
+from ..gate import Baseline
+from ..results import CaseRef, Found, ResultRow, ResultsWriter, RunContext
+from ..runtime.limits import READ_LIMITS
+from ..runtime.state import DEFAULT_STATE_DIR
+from ..servers.specs import RunningServer
+from ..suites import Judged, OnRow, PlannedRow, judged
 
 PYTHON_CLIENT = "asyncio-nats-streaming==0.4.0"
 

@@ -28,33 +28,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance import streaming_client as sc
-from nats_conformance.conformance import streaming_codec_client as scc
-from nats_conformance.conformance import vectors
-from nats_conformance.conformance.streaming_server import StreamingServerModel
-from nats_conformance.conformance.verdicts import CONFORMANCE, derived_level
-from nats_conformance.harness.clients import driver_session
-from nats_conformance.harness.clients.client_specs import source_problem
-from nats_conformance.harness.clients.driver import (
-    DriverError,
-    DriverProcess,
-    DriverReply,
-    Ruling,
-    rule,
-)
-from nats_conformance.harness.clients.driver_builds import build_driver
-from nats_conformance.harness.clients.driver_session import Overrun
-from nats_conformance.harness.clients.registry import (
-    STREAMING_LIBRARIES,
-    ClientError,
-    Library,
-    pinned_version,
-)
-from nats_conformance.harness.clients.rows import rerun_by_vector, rerun_failures, write_result
-from nats_conformance.harness.clients.streaming import StreamingBridge
-from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import (
+from ...conformance import streaming as pb
+from ...conformance import streaming_client as sc
+from ...conformance import streaming_codec_client as scc
+from ...conformance import vectors
+from ...conformance.streaming_server import StreamingServerModel
+from ...conformance.verdicts import CONFORMANCE, derived_level
+from ..gate import Baseline
+from ..results import (
     NAME_LIMIT,
     CaseRef,
     Checked,
@@ -63,9 +44,9 @@ from nats_conformance.harness.results import (
     RunContext,
     bounded,
 )
-from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import RunningServer, TargetError
-from nats_conformance.harness.suites import (
+from ..servers.kinds import open_target
+from ..servers.specs import RunningServer, TargetError
+from ..suites import (
     Judged,
     OfCases,
     OnRow,
@@ -73,6 +54,25 @@ from nats_conformance.harness.suites import (
     SuiteError,
     judged,
 )
+from . import driver_session
+from .client_specs import source_problem
+from .driver import (
+    DriverError,
+    DriverProcess,
+    DriverReply,
+    Ruling,
+    rule,
+)
+from .driver_builds import build_driver
+from .driver_session import Overrun
+from .registry import (
+    STREAMING_LIBRARIES,
+    ClientError,
+    Library,
+    pinned_version,
+)
+from .rows import rerun_by_vector, rerun_failures, write_result
+from .streaming import StreamingBridge
 
 PROTOCOL = "nats-conformance-stan-driver/1"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "stan-driver-protocol.schema.json"

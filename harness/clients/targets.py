@@ -18,18 +18,18 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.harness.clients.client_specs import (
+from ..results import NAME_LIMIT, bounded
+from ..runtime import containers
+from ..runtime.leftovers import cleanup_leftovers
+from .client_specs import (
     DRIVER_PREFIX,
     ClientSpec,
     parse_client_spec,
 )
-from nats_conformance.harness.clients.driver import DriverError, DriverProcess, capability_names
-from nats_conformance.harness.clients.driver_builds import build_driver
-from nats_conformance.harness.clients.driver_images import client_image, remove_container
-from nats_conformance.harness.clients.registry import LIBRARIES, ClientError, pinned_version
-from nats_conformance.harness.results import NAME_LIMIT, bounded
-from nats_conformance.harness.runtime import containers
-from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
+from .driver import DriverError, DriverProcess, capability_names
+from .driver_builds import build_driver
+from .driver_images import client_image, remove_container
+from .registry import LIBRARIES, ClientError, pinned_version
 
 _OPEN_CLIENTS: weakref.WeakSet[ClientTarget] = weakref.WeakSet()
 

@@ -39,18 +39,19 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from nats_conformance.conformance import headers, judge, protocol, vectors
-from nats_conformance.conformance.judge import Judgement, Malformed, Rejected
-from nats_conformance.conformance.verdicts import (
+from ...conformance import headers, judge, protocol, vectors
+from ...conformance.judge import Judgement, Malformed, Rejected
+from ...conformance.verdicts import (
     CONFORMANCE,
     ROBUSTNESS,
     derived_level,
     observation,
 )
-from nats_conformance.harness.clients import jetstream as client_jetstream
-from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients.driver import DriverError, DriverReply
-from nats_conformance.harness.clients.driver_session import (
+from ..results import CaseRef, Checked, Found
+from . import jetstream as client_jetstream
+from . import scripts as client_scripts
+from .driver import DriverError, DriverReply
+from .driver_session import (
     QUIET,
     STEP,
     Link,
@@ -60,7 +61,7 @@ from nats_conformance.harness.clients.driver_session import (
     connected,
     event_is,
 )
-from nats_conformance.harness.clients.fake_server import (
+from .fake_server import (
     HEADER_BLOCK,
     FakeConnection,
     HeadersNotEnabled,
@@ -68,17 +69,16 @@ from nats_conformance.harness.clients.fake_server import (
     hmsg_op,
     msg_op,
 )
-from nats_conformance.harness.clients.fake_server import encode as encode_op
-from nats_conformance.harness.clients.patience import (
+from .fake_server import encode as encode_op
+from .patience import (
     HANG_AFTER,
     QUIET_FLOOR,
     look_for_more,
     patience,
 )
-from nats_conformance.harness.results import CaseRef, Checked, Found
 
 if TYPE_CHECKING:
-    from nats_conformance.harness.clients.targets import ClientTarget
+    from .targets import ClientTarget
 
 # Driver error types that mean the connection is in trouble, not the input.
 TROUBLE = frozenset({"connection", "timeout"})

@@ -8,7 +8,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from nats_conformance.conformance import levels, requirements, vectors
+from ...conformance import levels, requirements, vectors
 
 # The documents every vector cites, beside a clone of the repository (../shared/spec).
 DEFAULT_SPEC = vectors.BUNDLED_DIR.parent.parent / "shared" / "spec"

@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from nats_conformance.harness.console import Progress
-from nats_conformance.harness.gate import SHIPPED_BASELINE
-from nats_conformance.reports import pipeline
+from ...reports import pipeline
+from ..console import Progress
+from ..gate import SHIPPED_BASELINE
 
 
 def main(args: argparse.Namespace) -> int:

@@ -8,14 +8,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from nats_conformance.conformance import vectors
-from nats_conformance.harness import ci_outputs, plan
-from nats_conformance.harness.clients import client_specs, registry, streaming_clients
-from nats_conformance.harness.clients.targets import check_driver_commands
-from nats_conformance.harness.commands import DEFAULT_SERVER
-from nats_conformance.harness.commands.report import write_report
-from nats_conformance.harness.console import Progress, summary, verdict_lines
-from nats_conformance.harness.gate import (
+from ...conformance import vectors
+from .. import ci_outputs, plan
+from ..clients import client_specs, registry, streaming_clients
+from ..clients.targets import check_driver_commands
+from ..console import Progress, summary, verdict_lines
+from ..gate import (
     SHIPPED_BASELINE,
     Baseline,
     BaselineError,
@@ -24,20 +22,22 @@ from nats_conformance.harness.gate import (
     gate_fails,
     update_lines,
 )
-from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
-from nats_conformance.harness.selection import (
+from ..results import ResultRow, ResultsWriter, RunContext, read_rows
+from ..selection import (
     Selection,
     empty_selection_error,
     of_case,
     select_cases,
 )
-from nats_conformance.harness.servers import runner
-from nats_conformance.harness.servers import stan as stan_server
-from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
-from nats_conformance.harness.servers.kinds import parse_spec
-from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.servers.targets import available_targets
-from nats_conformance.harness.suites import SuiteError
+from ..servers import runner
+from ..servers import stan as stan_server
+from ..servers.binaries import DEBIAN_SERVER
+from ..servers.kinds import parse_spec
+from ..servers.specs import TargetError
+from ..servers.targets import available_targets
+from ..suites import SuiteError
+from . import DEFAULT_SERVER
+from .report import write_report
 
 
 def main(args: argparse.Namespace) -> int:

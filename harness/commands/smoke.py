@@ -6,11 +6,11 @@ import argparse
 import base64
 import time
 
-from nats_conformance.harness.clients import driver, registry
-from nats_conformance.harness.clients.targets import open_client
-from nats_conformance.harness.commands import DEFAULT_SERVER
-from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import TargetError
+from ..clients import driver, registry
+from ..clients.targets import open_client
+from ..servers.kinds import open_target
+from ..servers.specs import TargetError
+from . import DEFAULT_SERVER
 
 SMOKE_TIMEOUT = 10.0  # seconds each smoke step may take (a driver's first start builds it)
 

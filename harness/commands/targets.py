@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nats_conformance.harness.clients import registry, streaming
-from nats_conformance.harness.servers import stan as stan_server
-from nats_conformance.harness.servers.targets import available_targets
+from ..clients import registry, streaming
+from ..servers import stan as stan_server
+from ..servers.targets import available_targets
 
 
 def main(args: argparse.Namespace) -> int:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from nats_conformance.harness.runtime import processes
-from nats_conformance.harness.runtime.state import locked
+from . import processes
+from .state import locked
 
 MARKER = ".nats-conformance-build.json"  # in the output directory, written after a build succeeded
 

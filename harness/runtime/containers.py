@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.harness.runtime import processes
-from nats_conformance.harness.runtime.state import LOCAL_HOSTS
+from . import processes
+from .state import LOCAL_HOSTS
 
 # Where bin/docker-engine keeps its private engine (same variable, same default).
 PRIVATE_DOCKER_DIR = Path(

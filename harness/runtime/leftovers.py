@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nats_conformance.harness.runtime import containers, processes
-from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
+from . import containers, processes
+from .state import DEFAULT_STATE_DIR
 
 
 def cleanup_leftovers(state_dir: Path | None = None) -> list[str]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import IO, Any
 
-from nats_conformance.harness.runtime import cgroups
+from . import cgroups
 
 STOP_GRACE = 2.0  # seconds between SIGTERM and SIGKILL
 OUTPUT_LIMIT = 1 << 16  # bytes of a short command's output kept (a target controls it)

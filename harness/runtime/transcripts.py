@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nats_conformance.conformance import vectors
+from ...conformance import vectors
 
 Direction = Literal["send", "recv", "close", "timeout", "note"]
 

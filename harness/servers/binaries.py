@@ -13,10 +13,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-from nats_conformance.harness.results import NAME_LIMIT, bounded
-from nats_conformance.harness.runtime import processes
-from nats_conformance.harness.runtime.state import locked
-from nats_conformance.harness.servers.specs import TargetError, TargetSpec
+from ..results import NAME_LIMIT, bounded
+from ..runtime import processes
+from ..runtime.state import locked
+from .specs import TargetError, TargetSpec
 
 DEBIAN_SERVER = Path("/usr/sbin/nats-server")
 VERSION_TIMEOUT = 10.0  # seconds --version may take

@@ -12,11 +12,11 @@ import dataclasses
 import time
 from typing import Any
 
-from nats_conformance.conformance.vectors import Case
-from nats_conformance.conformance.verdicts import ROBUSTNESS
-from nats_conformance.harness.servers import jetstream_names
-from nats_conformance.harness.servers.specs import TargetError, WireTarget
-from nats_conformance.harness.servers.wire import ServerRun, run_wire_script
+from ...conformance.vectors import Case
+from ...conformance.verdicts import ROBUSTNESS
+from . import jetstream_names
+from .specs import TargetError, WireTarget
+from .wire import ServerRun, run_wire_script
 
 # Seconds a server whose listener refuses connections after a case has to show its exit.
 CRASH_GRACE = 2.0

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.harness.servers.specs import TargetError
+from .specs import TargetError
 
 # vector key -> nats-server configuration name
 _LIMIT_KEYS = {"max_payload": "max_payload", "max_control_line": "max_control_line",

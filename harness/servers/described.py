@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.harness.results import NAME_LIMIT, bounded
-from nats_conformance.harness.runtime import processes
-from nats_conformance.harness.servers import launch
-from nats_conformance.harness.servers.config import config_text
-from nats_conformance.harness.servers.launch import Launched, Ready
-from nats_conformance.harness.servers.specs import TargetError
+from ..results import NAME_LIMIT, bounded
+from ..runtime import processes
+from . import launch
+from .config import config_text
+from .launch import Launched, Ready
+from .specs import TargetError
 
 HOST = "127.0.0.1"
 VERSION_TIMEOUT = 10.0  # seconds the version command may take

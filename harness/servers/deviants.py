@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from nats_conformance.conformance import subjects
-from nats_conformance.conformance.protocol import (
+from ...conformance import subjects
+from ...conformance.protocol import (
     CRLF,
     DEFAULT_MAX_CONTROL_LINE,
     DEFAULT_MAX_PAYLOAD,
@@ -48,8 +48,8 @@ from nats_conformance.conformance.protocol import (
     Unsub,
     encode,
 )
-from nats_conformance.harness.runtime.limits import READ_LIMITS
-from nats_conformance.harness.servers.specs import RunningServer, TargetError, WireTarget
+from ..runtime.limits import READ_LIMITS
+from .specs import RunningServer, TargetError, WireTarget
 
 LOCALHOST = "127.0.0.1"
 CHUNK = 1 << 16

@@ -41,12 +41,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nats_conformance.conformance import headers, protocol
-from nats_conformance.conformance.vectors import Case
-from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.runtime.transcripts import Transcript
-from nats_conformance.harness.servers.specs import RunningServer
-from nats_conformance.harness.servers.wire import Outcome, ServerRun, WireConnection
+from ...conformance import headers, protocol
+from ...conformance.vectors import Case
+from ...conformance.verdicts import observation
+from ..runtime.transcripts import Transcript
+from .specs import RunningServer
+from .wire import Outcome, ServerRun, WireConnection
 
 # Seconds a JetStream API request may take: creating a stream writes its store, which on a
 # loaded machine can take longer than a wire exchange's wait. An answer ends the wait, so the

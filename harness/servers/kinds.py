@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nats_conformance.harness.implementations import SERVER_NAMINGS, Naming
-from nats_conformance.harness.runtime import containers
-from nats_conformance.harness.runtime.containers import ContainerError
-from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
-from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
-from nats_conformance.harness.servers import binaries, described, deviants, launch, stan
-from nats_conformance.harness.servers.config import config_text
-from nats_conformance.harness.servers.launch import Launched
-from nats_conformance.harness.servers.specs import (
+from ..implementations import SERVER_NAMINGS, Naming
+from ..runtime import containers
+from ..runtime.containers import ContainerError
+from ..runtime.leftovers import cleanup_leftovers
+from ..runtime.state import DEFAULT_STATE_DIR
+from . import binaries, described, deviants, launch, stan
+from .config import config_text
+from .launch import Launched
+from .specs import (
     Bad,
     RunningServer,
     Target,
@@ -37,7 +37,7 @@ from nats_conformance.harness.servers.specs import (
     parse_binary_spec,
     parse_url,
 )
-from nats_conformance.harness.servers.targets import ServerTarget
+from .targets import ServerTarget
 
 _NAMING = {naming.prefix: naming for naming in SERVER_NAMINGS}
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nats_conformance.harness.runtime import builds, containers, processes
-from nats_conformance.harness.runtime.containers import ContainerError
-from nats_conformance.harness.servers.specs import RunningServer, TargetError
+from ..runtime import builds, containers, processes
+from ..runtime.containers import ContainerError
+from .specs import RunningServer, TargetError
 
 READY_TIMEOUT = 5.0  # seconds from launch to "Server is ready"
 EARLY_OUTPUT_LIMIT = 16 << 20  # log bytes a server may write before it is ready (a few kB is usual)

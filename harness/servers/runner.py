@@ -7,16 +7,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nats_conformance.conformance.streaming_server_session import KIND as STREAMING_SERVER
-from nats_conformance.conformance.vectors import Case, LoadResult, load_all
-from nats_conformance.conformance.verdicts import ROBUSTNESS
-from nats_conformance.harness.gate import GATING_LEVEL, Baseline, attempts
-from nats_conformance.harness.results import CaseRef, Found, ResultsWriter, RunContext
-from nats_conformance.harness.servers import jetstream_names
-from nats_conformance.harness.servers.checks import check_case
-from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.specs import TargetError, WireTarget
-from nats_conformance.harness.suites import (
+from ...conformance.streaming_server_session import KIND as STREAMING_SERVER
+from ...conformance.vectors import Case, LoadResult, load_all
+from ...conformance.verdicts import ROBUSTNESS
+from ..gate import GATING_LEVEL, Baseline, attempts
+from ..results import CaseRef, Found, ResultsWriter, RunContext
+from ..suites import (
     Judged,
     OfCases,
     OnRow,
@@ -24,6 +20,10 @@ from nats_conformance.harness.suites import (
     SuiteError,
     judged,
 )
+from . import jetstream_names
+from .checks import check_case
+from .kinds import open_target
+from .specs import TargetError, WireTarget
 
 # The case that checks a server's greeting: run first, so a broken greeting fails a must case.
 GREETING_CASE = "protocol.info.session.greeting"

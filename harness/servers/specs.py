@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
-from nats_conformance.harness.runtime.state import LOCAL_HOSTS
+from ..runtime.state import LOCAL_HOSTS
 
 _PIN = re.compile(r"[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?")
 

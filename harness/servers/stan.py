@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from nats_conformance.harness.runtime import builds, processes
-from nats_conformance.harness.runtime.leftovers import cleanup_leftovers
-from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
-from nats_conformance.harness.servers import launch
-from nats_conformance.harness.servers.specs import TargetError
+from ..runtime import builds, processes
+from ..runtime.leftovers import cleanup_leftovers
+from ..runtime.state import DEFAULT_STATE_DIR
+from . import launch
+from .specs import TargetError
 
 PREFIX = "stan:"
 NAME = "nats-streaming-server"

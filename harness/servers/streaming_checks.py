@@ -16,11 +16,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from nats_conformance.conformance import protocol as p
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance import streaming_server_session as session
-from nats_conformance.conformance.streaming import DecodeError
-from nats_conformance.conformance.streaming_server_session import (
+from ...conformance import protocol as p
+from ...conformance import streaming as pb
+from ...conformance import streaming_server_session as session
+from ...conformance.streaming import DecodeError
+from ...conformance.streaming_server_session import (
     CLUSTER_ID,
     REPLY_TIMEOUT,
     Answer,
@@ -28,14 +28,14 @@ from nats_conformance.conformance.streaming_server_session import (
     Scenario,
     describe,
 )
-from nats_conformance.conformance.vectors import Case
-from nats_conformance.conformance.verdicts import observation
-from nats_conformance.harness.gate import Baseline
-from nats_conformance.harness.results import CaseRef, Found, ResultRow, ResultsWriter, RunContext
-from nats_conformance.harness.runtime.limits import READ_LIMITS
-from nats_conformance.harness.servers import stan
-from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.suites import Judged, OfCases, OnRow, PlannedRow, SuiteError, judged
+from ...conformance.vectors import Case
+from ...conformance.verdicts import observation
+from ..gate import Baseline
+from ..results import CaseRef, Found, ResultRow, ResultsWriter, RunContext
+from ..runtime.limits import READ_LIMITS
+from ..suites import Judged, OfCases, OnRow, PlannedRow, SuiteError, judged
+from . import stan
+from .specs import TargetError
 
 KIND = session.KIND
 

@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from nats_conformance.conformance.protocol import Direction, Info, Parser
-from nats_conformance.harness.results import NAME_LIMIT, bounded
-from nats_conformance.harness.runtime import containers, processes
-from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
-from nats_conformance.harness.servers import binaries
-from nats_conformance.harness.servers.launch import Launched
-from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
+from ...conformance.protocol import Direction, Info, Parser
+from ..results import NAME_LIMIT, bounded
+from ..runtime import containers, processes
+from ..runtime.state import DEFAULT_STATE_DIR
+from . import binaries
+from .launch import Launched
+from .specs import RunningServer, TargetError, TargetSpec
 
 
 class GreetingError(TargetError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 
-from nats_conformance.harness.servers.specs import TlsOptions
+from .specs import TlsOptions
 
 
 def client_context(options: TlsOptions) -> ssl.SSLContext:

@@ -14,16 +14,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from nats_conformance.conformance import protocol, vectors, wire_script
-from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
-from nats_conformance.conformance.wire_script import ConnectionPlan
-from nats_conformance.harness.results import Found
-from nats_conformance.harness.runtime.limits import READ_LIMITS
-from nats_conformance.harness.runtime.transcripts import Direction, Transcript
-from nats_conformance.harness.servers import tls
+from ...conformance import protocol, vectors, wire_script
+from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
+from ...conformance.wire_script import ConnectionPlan
+from ..results import Found
+from ..runtime.limits import READ_LIMITS
+from ..runtime.transcripts import Direction, Transcript
+from . import tls
 
 if TYPE_CHECKING:
-    from nats_conformance.harness.servers.specs import RunningServer, TlsOptions
+    from .specs import RunningServer, TlsOptions
 
 Outcome = Literal["pass", "fail", "error", "skip"]
 Arrival = tuple[float, protocol.Event]  # when an operation came (time.monotonic()), and what
