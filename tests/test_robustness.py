@@ -566,6 +566,6 @@ def test_what_comes_with_the_info_is_the_first_exchange_s(expectation: dict[str,
         server.close()
     assert result.found.outcome == "fail", result.found.message
     assert "+OK" in result.found.message
-    assert [op["op"] for op in json.loads(result.found.observed)["main"]["sent"]] == [
-        "INFO", "+OK", "PONG"
-    ]  # fmt: skip
+    # Observed in order up to the mismatch; the PONG is there only if it came in time.
+    sent = [op["op"] for op in json.loads(result.found.observed)["main"]["sent"]]
+    assert sent[:2] == ["INFO", "+OK"] and sent[2:] in ([], ["PONG"]), sent
