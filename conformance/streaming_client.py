@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import streaming as pb
-from .streaming import DecodeError
+from . import streaming_messages as pb
+from .streaming_messages import DecodeError
 from .streaming_server import Outbound, StreamingServerModel
 from .vector_values import decode_bytes
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import streaming as pb
+from . import streaming_messages as pb
 from .vector_values import decode_bytes
 
 CLIENT_ID = "conformance-codec"  # a clientID the case does not fix: the library must have one

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import streaming as pb
-from .streaming import DecodeError, StartPosition
+from . import streaming_messages as pb
+from .streaming_messages import DecodeError, StartPosition
 
 DEFAULT_CLUSTER_ID = "test-cluster"
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
-from . import streaming as pb
-from .streaming import DecodeError, StartPosition
+from . import streaming_messages as pb
+from .streaming_messages import DecodeError, StartPosition
 from .streaming_server import Stored, StreamingServerModel, replay
 
 KIND = "streaming.server"

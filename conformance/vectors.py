@@ -25,8 +25,8 @@ from . import (
     interop,
     names,
     protocol,
-    streaming,
     streaming_client,
+    streaming_messages,
     streaming_server_session,
     subjects,
     wire_script,
@@ -575,27 +575,37 @@ def _eval_name_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
 
 
 def _eval_streaming_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    msg = streaming.from_json(inp["message"], inp["fields"], decode=decode_bytes)
-    _expect_equal("expect.bytes", decode_bytes(exp["bytes"], "expect.bytes"), streaming.encode(msg))
+    msg = streaming_messages.from_json(inp["message"], inp["fields"], decode=decode_bytes)
+    _expect_equal(
+        "expect.bytes", decode_bytes(exp["bytes"], "expect.bytes"), streaming_messages.encode(msg)
+    )
 
 
 def _eval_streaming_decode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    result = streaming.decode(inp["message"], decode_bytes(inp["bytes"], "input.bytes"))
+    result = streaming_messages.decode(inp["message"], decode_bytes(inp["bytes"], "input.bytes"))
     if "error" in exp:
-        got = result.reason if isinstance(result, streaming.DecodeError) else f"decoded: {result}"
+        got = (
+            result.reason
+            if isinstance(result, streaming_messages.DecodeError)
+            else f"decoded: {result}"
+        )
         _expect_equal("expect.error", exp["error"], got)
         return
-    want = streaming.from_json(inp["message"], exp["fields"], decode=decode_bytes)
-    got = result if not isinstance(result, streaming.DecodeError) else f"error: {result.reason}"
+    want = streaming_messages.from_json(inp["message"], exp["fields"], decode=decode_bytes)
+    got = (
+        result
+        if not isinstance(result, streaming_messages.DecodeError)
+        else f"error: {result.reason}"
+    )
     _expect_equal("expect.fields", want, got)
 
 
 def _eval_streaming_subject(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     if inp["rule"] == "discover":
-        prefix = inp.get("prefix", streaming.DEFAULT_DISCOVER_PREFIX)
-        got = streaming.discover_subject(inp["cluster_id"], prefix)
+        prefix = inp.get("prefix", streaming_messages.DEFAULT_DISCOVER_PREFIX)
+        got = streaming_messages.discover_subject(inp["cluster_id"], prefix)
     else:
-        got = streaming.publish_subject(inp["prefix"], inp["subject"])
+        got = streaming_messages.publish_subject(inp["prefix"], inp["subject"])
     _expect_equal("expect.subject", exp["subject"], got)
 
 

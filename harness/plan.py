@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from ..conformance import streaming_client, streaming_server_session
 from ..conformance.vectors import Case
 from .clients import interop_cases, streaming_clients
-from .clients.interop import DEFAULT_SERVER, InteropSuite
+from .clients.interop_matrix import DEFAULT_SERVER, InteropSuite
 from .clients.library import LibrarySuite
 from .clients.stan_client_checks import StanClientSuite
-from .clients.streaming import PythonClientSuite
+from .clients.streaming_bridge import PythonClientSuite
 from .clients.streaming_clients import StreamingClientSuite
 from .servers.kinds import parse_spec
 from .servers.runner import ServerSuite

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.results import LEVELS, OUTCOMES
-from . import gate
+from . import report_gate
 from .analysis import version_order
 from .model import (
     Counts,
@@ -541,7 +541,7 @@ def gate_section(report: Report) -> str:
     code it gives, then what gates, what the baseline lists (with the entry's class) and what is
     flaky, case by case: the exit code is explained here, not only on a console."""
     counted = {verdict: [g for g in report.gate if g.verdict == verdict] for verdict in GATE_SAID}
-    code = gate.exit_code(report.gate)
+    code = report_gate.exit_code(report.gate)
     classes = Counter(g.entry_class for g in counted["expected"])
     said = (
         f"The gate gives exit {code} for the latest run of each target: "

@@ -251,7 +251,7 @@ class GateRow:
 
 @dataclass(frozen=True)
 class Gated:
-    """What the gate made of a GateRow (``reports.gate``): its verdict (a value of
+    """What the gate made of a GateRow (``reports.report_gate``): its verdict (a value of
     harness.gate.Verdict other than ok) and, for a case the baseline lists, the entry in words
     and its class."""
 
@@ -309,7 +309,7 @@ class Report:
     # Differences between versions at a version whose runs disagree: flaky, not version changes.
     flaky_changes: list[FlakyChange] = field(default_factory=list)
     # The rows of each target's latest run the gate looks at (analysis), and its verdicts on
-    # them by the run's baseline (reports.gate): which failures gate, which are baselined and
+    # them by the run's baseline (reports.report_gate): which failures gate, which are baselined and
     # flaky, and so the exit code the gate gives these runs.
     gate_rows: list[GateRow] = field(default_factory=list)
     gate: list[Gated] = field(default_factory=list)

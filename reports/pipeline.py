@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..harness.gate import SHIPPED_BASELINE, Baseline
-from . import analysis, details, gate, history, ingest, outputs, summary
+from . import analysis, details, history, ingest, outputs, report_gate, summary
 from .model import Report
 from .spark import session
 
@@ -67,7 +67,7 @@ def build(
     report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
     report.details = details.load(detail_files, _detail_keys(report))
     report.upstream = details.upstream(report.targets, judge_by)
-    report.gate = gate.judge(report.gate_rows, judge_by)
+    report.gate = report_gate.judge(report.gate_rows, judge_by)
     report.timings = {
         "ingest": ingested - started,
         "summarise": summarised - ingested,

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, settings
 
 from nats_conformance.harness.runtime.containers import ContainerError, docker_client
 from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.server_targets import ServerTarget
 from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.servers.targets import ServerTarget
 
 # No deadlines: a loaded CI machine must not turn a slow example into a failure.
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nats_conformance.harness.clients import registry, streaming_clients, targets
+from nats_conformance.harness.clients import client_targets, registry, streaming_clients
 from nats_conformance.harness.clients.client_specs import parse_client_spec
 from nats_conformance.harness.clients.driver_builds import build_driver
 from nats_conformance.harness.clients.registry import ClientError
@@ -115,7 +115,7 @@ def _hello_version(name: str, checkout: Path) -> tuple[str, Path]:
         assert client is not None
         client.driver().close()
         return client.version, build_driver(_library(name), source=checkout)
-    with targets.open_client(f"client:{name}@{checkout}") as target:
+    with client_targets.open_client(f"client:{name}@{checkout}") as target:
         target.driver()
         return target.version, target.build()
 

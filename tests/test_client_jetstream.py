@@ -12,11 +12,11 @@ import pytest
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import jetstream as client_jetstream
 from nats_conformance.harness.clients import registry
+from nats_conformance.harness.clients.client_targets import open_client
 from nats_conformance.harness.clients.driver import DriverReply
 from nats_conformance.harness.clients.driver_session import Session, Verdict
 from nats_conformance.harness.clients.jetstream import JetStreamRun, judge_create, limit
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
-from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.servers.jetstream_names import NameSession
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer

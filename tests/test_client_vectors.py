@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from nats_conformance.conformance import headers, judge, names, protocol, subjects, vectors
 from nats_conformance.conformance.judge import Malformed, Rejected
 from nats_conformance.conformance.verdicts import LEVELS, level_rank
+from nats_conformance.harness.clients import client_vectors
 from nats_conformance.harness.clients import jetstream as client_jetstream
-from nats_conformance.harness.clients import vectors as client_vectors
+from nats_conformance.harness.clients.client_targets import open_client
 from nats_conformance.harness.clients.registry import ClientError, available_clients
-from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.results import Checked
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR]).cases

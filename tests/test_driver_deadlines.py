@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from nats_conformance.conformance import vectors
+from nats_conformance.harness.clients import client_vectors
 from nats_conformance.harness.clients import driver as driver_module
-from nats_conformance.harness.clients import vectors as client_vectors
+from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
 from nats_conformance.harness.clients.driver import DEFAULT_DEADLINE, commands, deadline
 from nats_conformance.harness.clients.patience import HANG_AFTER
 from nats_conformance.harness.clients.registry import DRIVERS_DIR
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import Checked
 
 FAKE_DRIVER = r"""

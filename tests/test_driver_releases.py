@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from nats_conformance.harness.clients import client_specs, targets
+from nats_conformance.harness.clients import client_specs, client_targets
+from nats_conformance.harness.clients.client_targets import ClientTarget
 from nats_conformance.harness.clients.driver import DriverReply
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
-from nats_conformance.harness.clients.targets import ClientTarget
 
 NATS_GO = LIBRARIES["nats.go"].releases
 NATS_JS = LIBRARIES["nats.js"].releases
@@ -67,7 +67,7 @@ def built() -> Iterator[dict[str, ClientTarget]]:
 
 def release(built: dict[str, ClientTarget], spec: str) -> ClientTarget:
     if spec not in built:
-        target = targets.open_client(spec)
+        target = client_targets.open_client(spec)
         try:
             target.driver().close()  # builds, starts, checks hello
         except ClientError as exc:

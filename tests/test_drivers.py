@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from nats_conformance.conformance.protocol import Direction, HMsg, Msg, Parser, Pong
-from nats_conformance.harness.clients import driver, driver_builds, registry, targets
+from nats_conformance.harness.clients import client_targets, driver, driver_builds, registry
 from nats_conformance.harness.clients.client_specs import parse_client_spec
+from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
 from nats_conformance.harness.clients.driver import PROTOCOL, PROTOCOLS, DriverError, DriverProcess
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError, available_clients
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.runtime import state
 from nats_conformance.harness.runtime.builds import build_seconds
 from nats_conformance.harness.runtime.processes import STOP_GRACE
@@ -212,7 +212,7 @@ def test_hello_names_the_protocol_and_the_library(
     assert hello["protocol"] in PROTOCOLS
     assert hello["library"] and hello["language"]
     pinned = client.spec.version_pin or registry.pinned_version(client.library)
-    assert pinned is not None and targets._same_version(pinned, hello["version"]), hello
+    assert pinned is not None and client_targets._same_version(pinned, hello["version"]), hello
     assert client.version == hello["version"]
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from nats_conformance.conformance import protocol, vectors
 from nats_conformance.harness.clients import fake_server
 from nats_conformance.harness.clients import scripts as client_scripts
+from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
 from nats_conformance.harness.clients.fake_server import (
     DEFAULT_INFO,
     PADDING_FIELD,
@@ -33,7 +34,6 @@ from nats_conformance.harness.clients.fake_server import (
 )
 from nats_conformance.harness.clients.registry import ClientError, available_clients
 from nats_conformance.harness.clients.rows import write_result
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
 
 TIMEOUT = 2.0

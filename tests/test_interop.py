@@ -29,13 +29,12 @@ from nats_conformance.conformance.interop import (
     judge_receiver,
 )
 from nats_conformance.conformance.verdicts import settle
-from nats_conformance.harness.clients import interop as matrix_run
-from nats_conformance.harness.clients import interop_cases, registry
+from nats_conformance.harness.clients import interop_cases, interop_matrix, registry
+from nats_conformance.harness.clients.client_targets import open_client
 from nats_conformance.harness.clients.driver import DriverProcess
-from nats_conformance.harness.clients.interop import Endpoint
+from nats_conformance.harness.clients.interop_matrix import Endpoint
 from nats_conformance.harness.clients.interop_pair import Delivered, Pair, message_from_driver
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
-from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.results import (
     Found,
     ResultRow,
@@ -419,7 +418,8 @@ def matrix(
             written.unlink(missing_ok=True)
             with ResultsWriter(written) as writer:
                 rows = [
-                    row for row, _ in matrix_run.run_matrix([*built, UNKNOWN], CASES, writer, CTX)
+                    row
+                    for row, _ in interop_matrix.run_matrix([*built, UNKNOWN], CASES, writer, CTX)
                 ]
             returned.write_text("".join(row.to_json() + "\n" for row in rows))
     return list(read_rows(returned)), written
@@ -505,7 +505,7 @@ def test_a_broken_expectation_is_a_fail_row_with_the_bytes_and_a_transcript(
     assert problems == []
     results = tmp_path / "r.jsonl"
     with ResultsWriter(results) as writer:
-        rows = [row for row, _ in matrix_run.run_matrix([MUST_BUILD], cases, writer, CTX)]
+        rows = [row for row, _ in interop_matrix.run_matrix([MUST_BUILD], cases, writer, CTX)]
     assert [(row.case_id, row.outcome, row.group) for row in rows] == [
         ("interop.broken.payload", "fail", "interop.mine"),
         ("interop.broken.header-case", "fail", "interop.mine"),
@@ -546,14 +546,14 @@ def test_the_cli_runs_a_users_interop_vectors_through_the_chosen_server(
 
 
 def test_the_matrix_runs_through_the_server_it_is_given(built: list[str], server_url: str) -> None:
-    rows = matrix_run.run_matrix(
+    rows = interop_matrix.run_matrix(
         [MUST_BUILD], [BY_ID["interop.pubsub.binary"]], ResultsWriter(None), CTX,
         server=f"url:{server_url}",
     )  # fmt: skip
     assert [(row.case_id, row.outcome, flaky) for row, flaky in rows] == [
         ("interop.pubsub.binary", "pass", False)
     ]
-    [(row, _)] = matrix_run.run_matrix(
+    [(row, _)] = interop_matrix.run_matrix(
         [MUST_BUILD], [BY_ID["interop.pubsub.binary"]], ResultsWriter(None), CTX,
         server="url:nats://127.0.0.1:1",
     )  # fmt: skip
@@ -610,7 +610,9 @@ def test_a_driver_that_crashes_gives_each_case_its_error_row_and_is_never_given_
     try:
         rows = [
             row
-            for row, _ in matrix_run.run_pairs([good, crashing], CASES, ResultsWriter(None), CTX)
+            for row, _ in interop_matrix.run_pairs(
+                [good, crashing], CASES, ResultsWriter(None), CTX
+            )
         ]
     finally:
         good.close()
@@ -653,10 +655,10 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
             verdicts.append(Found(outcome, f"attempt {runs[case.id]}", 0.0, observed=observed))
         return verdicts
 
-    monkeypatch.setattr(matrix_run, "run_batch_on", batch_on)
+    monkeypatch.setattr(interop_matrix, "run_batch_on", batch_on)
     one = Endpoint("client:x", "", name="client:x", version="1.0")
     listed = {("client:x->client:x", "1.0/1.0", must[1].id)}
-    rows = list(matrix_run.run_pairs(
+    rows = list(interop_matrix.run_pairs(
         [one], [*must, should], ResultsWriter(None), CTX, reruns=2,
         listed=lambda *key: key in listed,
     ))  # fmt: skip
@@ -721,7 +723,9 @@ def test_each_pair_row_carries_what_the_libraries_reported(server_url: str) -> N
         one = Endpoint(MUST_BUILD, server_url)
         one.open()
         try:
-            rows = [row for row, _ in matrix_run.run_pairs([one], CASES, ResultsWriter(None), CTX)]
+            rows = [
+                row for row, _ in interop_matrix.run_pairs([one], CASES, ResultsWriter(None), CTX)
+            ]
         finally:
             one.close()
         runs.append({row.case_id: row.observed for row in rows})

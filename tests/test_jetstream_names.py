@@ -21,8 +21,8 @@ from nats_conformance.harness.results import ResultsWriter, details_path
 from nats_conformance.harness.servers import jetstream_names, runner
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target
+from nats_conformance.harness.servers.server_targets import ServerTarget
 from nats_conformance.harness.servers.specs import RunningServer
-from nats_conformance.harness.servers.targets import ServerTarget
 
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}
 # KV and object-store bucket names are a client API's rule (ADR-6 binds no server to them): the

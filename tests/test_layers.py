@@ -288,12 +288,43 @@ def test_imports_inside_the_package_are_relative() -> None:
     package installed and a tool drawing the imports can follow it; the package's own name
     appears only outside it (tests, benchmarks)."""
     absolute = re.compile(rf"^\s*(from|import)\s+{PACKAGE}\b", re.M)
-    skip = [REPO / s for s in NOT_MODULES]
     found = [
         str(path.relative_to(REPO))
+        for path in module_files()
+        if absolute.search(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def module_files() -> list[Path]:
+    """The package's module files (not its drivers), as the repository holds them."""
+    skip = [REPO / s for s in NOT_MODULES]
+    return [
+        path
         for name in PARTS
         for path in sorted((REPO / name).rglob("*.py"))
         if not any(path.is_relative_to(s) for s in skip)
-        and absolute.search(path.read_text(encoding="utf-8"))
     ]
-    assert found == []
+
+
+def repeated_names(paths: list[Path], root: Path) -> dict[str, list[str]]:
+    """Module file names used more than once (``__init__`` aside), with where each is."""
+    where: dict[str, list[str]] = {}
+    for path in paths:
+        if path.stem != "__init__":
+            where.setdefault(path.name, []).append(str(path.relative_to(root)))
+    return {name: places for name, places in where.items() if len(places) > 1}
+
+
+def test_no_module_file_name_is_used_twice() -> None:
+    """One name, one file: a reader who meets ``client_targets`` knows which file it is, and no
+    import needs an alias to tell two ``targets`` apart."""
+    assert repeated_names(module_files(), REPO) == {}
+
+
+def test_a_repeated_module_name_is_found(tmp_path: Path) -> None:
+    files = ["harness/a/targets.py", "harness/b/targets.py", "harness/a/__init__.py",
+             "harness/b/__init__.py", "reports/only.py"]  # fmt: skip
+    paths = [tmp_path / f for f in files]
+    repeated = {"targets.py": ["harness/a/targets.py", "harness/b/targets.py"]}
+    assert repeated_names(paths, tmp_path) == repeated

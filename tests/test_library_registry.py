@@ -26,8 +26,9 @@ from nats_conformance.harness.clients.registry import (
 SCHEMA = json.loads(SCHEMA_PATH.read_text("utf-8"))
 STAN = "nats-conformance-stan-driver"
 DEBIAN_NATS_GO = "/usr/share/gocode/src/github.com/nats-io/nats.go"
-# The registry as it was written in harness/clients/targets.py and streaming_clients.py before it
-# became data: name -> (registry, tools, files, shares, from_source, releases, container).
+# The registry as it was written in harness/clients/targets.py (now client_targets.py) and
+# streaming_clients.py before it became data:
+# name -> (registry, tools, files, shares, from_source, releases, container).
 TABLE = {
     "nats-py": ("PyPI nats-py", ("python3",), (), (), True,
                 ("2.0.0", "2.4.0", "2.7.2", "2.10.0", "2.16.0"), "python-venv"),

@@ -14,9 +14,9 @@ import pytest
 from nats_conformance.harness import cli
 from nats_conformance.harness.clients import client_specs, driver_builds, registry
 from nats_conformance.harness.clients.client_specs import parse_client_spec
+from nats_conformance.harness.clients.client_targets import open_client
 from nats_conformance.harness.clients.driver import PROTOCOL
 from nats_conformance.harness.clients.registry import ClientError
-from nats_conformance.harness.clients.targets import open_client
 from nats_conformance.harness.console import FLAKY_MEANS
 from nats_conformance.harness.results import read_rows
 from nats_conformance.harness.runtime import state

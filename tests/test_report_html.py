@@ -24,11 +24,11 @@ from report_samples import (
 )
 
 from nats_conformance.harness.gate import Baseline
-from nats_conformance.reports.gate import exit_code, judge
 from nats_conformance.reports.html import CSP, STYLESHEET, target_id
 from nats_conformance.reports.model import Cell, Counts, Failure, GateRow, Report
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
+from nats_conformance.reports.report_gate import exit_code, judge
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 

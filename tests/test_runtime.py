@@ -169,9 +169,9 @@ def test_a_driver_that_hangs_on_every_command_gives_each_case_its_own_error_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
-    from nats_conformance.harness.clients import targets
+    from nats_conformance.harness.clients import client_targets
+    from nats_conformance.harness.clients.client_vectors import run_client_vectors
     from nats_conformance.harness.clients.registry import LIBRARIES
-    from nats_conformance.harness.clients.vectors import run_client_vectors
     from nats_conformance.harness.runtime import state
 
     source = tmp_path / "drivers" / "nats-py"
@@ -185,7 +185,7 @@ def test_a_driver_that_hangs_on_every_command_gives_each_case_its_own_error_row(
     monkeypatch.setitem(LIBRARIES, "nats-py", nats_py)
     monkeypatch.setattr(state, "DEFAULT_STATE_DIR", tmp_path / "state")
     cases = [c for c in load_all([BUNDLED_DIR]).cases if c.kind == "subject.validate"][:4]
-    with targets.open_client("client:nats-py") as client:
+    with client_targets.open_client("client:nats-py") as client:
         rows = [row.found for row in run_client_vectors(client, cases)]
     asked = [r for r in rows if r.outcome != "skip"]  # a skip asks nothing
     # No give-up: each case the hung driver was asked about gets its own row (the driver is

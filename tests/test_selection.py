@@ -9,9 +9,9 @@ import pytest
 from cli_command import CLI
 
 from nats_conformance.conformance import vectors
+from nats_conformance.harness.clients.client_vectors import planned_rows
 from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES
 from nats_conformance.harness.clients.stan_client_checks import client_case_id
-from nats_conformance.harness.clients.vectors import planned_rows
 from nats_conformance.harness.selection import Selection, of_case, select_cases
 
 CASES = vectors.bundled_cases()

@@ -16,8 +16,8 @@ from nats_conformance.harness.results import CaseRef, ResultsWriter, RunContext
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.runner import server_cases
+from nats_conformance.harness.servers.server_targets import ServerTarget
 from nats_conformance.harness.servers.specs import TargetError
-from nats_conformance.harness.servers.targets import ServerTarget
 
 LOADED = load_all([BUNDLED_DIR])
 CASES = {case.id: case for case in LOADED.cases}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from nats_conformance.conformance import streaming as pb
 from nats_conformance.conformance import streaming_client as sc
+from nats_conformance.conformance import streaming_messages as pb
 from nats_conformance.conformance import streaming_server_session as session
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.streaming_server import Outbound, StreamingServerModel
@@ -25,7 +25,7 @@ from nats_conformance.harness.clients.stan_client_checks import (
     client_case_id,
     run_client_cases,
 )
-from nats_conformance.harness.clients.streaming import StreamingBridge
+from nats_conformance.harness.clients.streaming_bridge import StreamingBridge
 from nats_conformance.harness.commands import run
 from nats_conformance.harness.results import ResultsWriter, RunContext, read_rows
 from nats_conformance.harness.runtime.leftovers import cleanup_leftovers

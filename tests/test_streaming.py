@@ -1,4 +1,4 @@
-"""NATS Streaming messages (conformance.streaming) against Google's protobuf runtime.
+"""NATS Streaming messages (conformance.streaming_messages) against Google's protobuf runtime.
 
 The protobuf descriptors are built here from streaming-fields.md's table, typed again below
 independently of the module's own field table, so a wrong number or type in either shows up as
@@ -17,8 +17,8 @@ from google.protobuf.message import Message as PbMessage
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nats_conformance.conformance import streaming
-from nats_conformance.conformance.streaming import DecodeError, StartPosition
+from nats_conformance.conformance import streaming_messages
+from nats_conformance.conformance.streaming_messages import DecodeError, StartPosition
 
 # streaming-fields.md, typed again: message, field, number, proto3 type.
 FIELDS_MD = """
@@ -129,21 +129,24 @@ def _build_pb_classes() -> dict[str, type[PbMessage]]:
 PB = _build_pb_classes()
 
 
-def to_pb(msg: streaming.Message) -> PbMessage:
+def to_pb(msg: streaming_messages.Message) -> PbMessage:
     """The protobuf runtime's message with the same field values, paired by JSON name."""
     out = PB[msg.NAME]()
-    for spec in streaming.field_table(type(msg)):
+    for spec in streaming_messages.field_table(type(msg)):
         value = getattr(msg, spec.attr)
         setattr(out, spec.json_name, int(value) if isinstance(value, StartPosition) else value)
     return out
 
 
-def from_pb(pb: PbMessage) -> streaming.Message:
-    cls = streaming.MESSAGES[pb.DESCRIPTOR.name]
+def from_pb(pb: PbMessage) -> streaming_messages.Message:
+    cls = streaming_messages.MESSAGES[pb.DESCRIPTOR.name]
     kwargs = {}
-    for spec in streaming.field_table(cls):
+    for spec in streaming_messages.field_table(cls):
         value = getattr(pb, spec.json_name)
-        if spec.type is streaming.START_POSITION and value in START_POSITION_VALUES.values():
+        if (
+            spec.type is streaming_messages.START_POSITION
+            and value in START_POSITION_VALUES.values()
+        ):
             value = StartPosition(value)
         kwargs[spec.attr] = value
     return cls(**kwargs)
@@ -152,79 +155,86 @@ def from_pb(pb: PbMessage) -> streaming.Message:
 # --- strategies from the module's field table ----------------------------------------------
 
 
-def value_strategy(ptype: streaming.ProtoType) -> st.SearchStrategy[Any]:
-    if ptype is streaming.STRING:
+def value_strategy(ptype: streaming_messages.ProtoType) -> st.SearchStrategy[Any]:
+    if ptype is streaming_messages.STRING:
         return st.text()
-    if ptype is streaming.BYTES:
+    if ptype is streaming_messages.BYTES:
         return st.binary()
-    if ptype is streaming.BOOL:
+    if ptype is streaming_messages.BOOL:
         return st.booleans()
     numbers = st.integers(ptype.lo, ptype.hi)
-    if ptype is streaming.START_POSITION:
+    if ptype is streaming_messages.START_POSITION:
         known = st.sampled_from(StartPosition)
         return st.one_of(known, numbers.filter(lambda n: n not in START_POSITION_VALUES.values()))
     return numbers
 
 
-def message_strategy(cls: type[streaming.Message]) -> st.SearchStrategy[streaming.Message]:
-    fields = {spec.attr: value_strategy(spec.type) for spec in streaming.field_table(cls)}
+def message_strategy(
+    cls: type[streaming_messages.Message],
+) -> st.SearchStrategy[streaming_messages.Message]:
+    fields = {spec.attr: value_strategy(spec.type) for spec in streaming_messages.field_table(cls)}
     return st.builds(cls, **fields)
 
 
-messages = st.sampled_from(list(streaming.MESSAGES.values())).flatmap(message_strategy)
+messages = st.sampled_from(list(streaming_messages.MESSAGES.values())).flatmap(message_strategy)
 
 
 # --- the table itself ---------------------------------------------------------------------------
 
 
 def test_table_matches_streaming_fields_md() -> None:
-    assert set(streaming.MESSAGES) == set(TABLE)
-    for name, cls in streaming.MESSAGES.items():
+    assert set(streaming_messages.MESSAGES) == set(TABLE)
+    for name, cls in streaming_messages.MESSAGES.items():
         got = {
             spec.json_name: (spec.number, spec.type.name.removeprefix("enum "))
-            for spec in streaming.field_table(cls)
+            for spec in streaming_messages.field_table(cls)
         }
         assert got == TABLE[name], name
 
 
 def test_table_rows_are_the_dataclass_fields_in_number_order() -> None:
-    for cls in streaming.MESSAGES.values():
-        table = streaming.field_table(cls)
+    for cls in streaming_messages.MESSAGES.values():
+        table = streaming_messages.field_table(cls)
         assert {s.attr for s in table} == {f.name for f in dataclasses.fields(cls)}
         numbers = [s.number for s in table]
         assert numbers == sorted(set(numbers))
 
 
 def test_defaults_are_proto3_defaults() -> None:
-    req = streaming.SubscriptionRequest()
+    req = streaming_messages.SubscriptionRequest()
     assert (req.client_id, req.max_in_flight, req.start_sequence) == ("", 0, 0)
     assert req.start_position is StartPosition.NEW_ONLY
-    assert streaming.MsgProto().data == b"" and streaming.MsgProto().redelivered is False
-    assert all(streaming.encode(cls()) == b"" for cls in streaming.MESSAGES.values())
+    assert (
+        streaming_messages.MsgProto().data == b""
+        and streaming_messages.MsgProto().redelivered is False
+    )
+    assert all(
+        streaming_messages.encode(cls()) == b"" for cls in streaming_messages.MESSAGES.values()
+    )
 
 
 # --- properties ------------------------------------------------------------------------------
 
 
 @given(messages)
-def test_decode_inverts_encode(msg: streaming.Message) -> None:
-    assert streaming.decode(msg.NAME, streaming.encode(msg)) == msg
+def test_decode_inverts_encode(msg: streaming_messages.Message) -> None:
+    assert streaming_messages.decode(msg.NAME, streaming_messages.encode(msg)) == msg
 
 
 @given(messages)
-def test_encode_matches_protobuf_runtime(msg: streaming.Message) -> None:
-    assert streaming.encode(msg) == to_pb(msg).SerializeToString(deterministic=True)
+def test_encode_matches_protobuf_runtime(msg: streaming_messages.Message) -> None:
+    assert streaming_messages.encode(msg) == to_pb(msg).SerializeToString(deterministic=True)
 
 
 @given(messages)
-def test_decode_reads_protobuf_runtime_output(msg: streaming.Message) -> None:
-    assert streaming.decode(msg.NAME, to_pb(msg).SerializeToString()) == msg
+def test_decode_reads_protobuf_runtime_output(msg: streaming_messages.Message) -> None:
+    assert streaming_messages.decode(msg.NAME, to_pb(msg).SerializeToString()) == msg
 
 
 @given(messages)
-def test_json_round_trip(msg: streaming.Message) -> None:
-    fields = streaming.to_json(msg)
-    assert streaming.from_json(msg.NAME, fields, decode=_decode_bytes) == msg
+def test_json_round_trip(msg: streaming_messages.Message) -> None:
+    fields = streaming_messages.to_json(msg)
+    assert streaming_messages.from_json(msg.NAME, fields, decode=_decode_bytes) == msg
 
 
 # Well-formed wire data in any shape: known fields in any order and repeated, plus unknown
@@ -280,7 +290,7 @@ def test_decode_agrees_with_protobuf_runtime_on_any_well_formed_input(
     case: tuple[str, bytes],
 ) -> None:
     msg, data = case
-    assert streaming.decode(msg, data) == from_pb(PB[msg].FromString(data))
+    assert streaming_messages.decode(msg, data) == from_pb(PB[msg].FromString(data))
 
 
 # --- DecodeError reasons ----------------------------------------------------------------------
@@ -303,7 +313,7 @@ def test_decode_agrees_with_protobuf_runtime_on_any_well_formed_input(
     ],
 )
 def test_decode_error_reasons(message: str, data: bytes, reason: str) -> None:
-    result = streaming.decode(message, data)
+    result = streaming_messages.decode(message, data)
     assert isinstance(result, DecodeError)
     assert result.reason == reason
     assert result.detail
@@ -311,34 +321,36 @@ def test_decode_error_reasons(message: str, data: bytes, reason: str) -> None:
 
 @given(messages, st.data())
 def test_every_proper_prefix_is_an_error_or_a_message(
-    msg: streaming.Message, data: st.DataObject
+    msg: streaming_messages.Message, data: st.DataObject
 ) -> None:
-    encoded = streaming.encode(msg)
+    encoded = streaming_messages.encode(msg)
     cut = data.draw(st.integers(0, max(len(encoded) - 1, 0)))
-    result = streaming.decode(msg.NAME, encoded[:cut])
+    result = streaming_messages.decode(msg.NAME, encoded[:cut])
     # A cut between fields is a valid shorter message; inside a field it is truncated.
-    assert isinstance(result, streaming.MESSAGES[msg.NAME]) or result.reason == "truncated"
+    assert isinstance(result, streaming_messages.MESSAGES[msg.NAME]) or result.reason == "truncated"
 
 
-@given(st.sampled_from(sorted(streaming.MESSAGES)), st.binary())
+@given(st.sampled_from(sorted(streaming_messages.MESSAGES)), st.binary())
 def test_decode_never_raises(message: str, data: bytes) -> None:
-    assert isinstance(streaming.decode(message, data), (streaming.Message, DecodeError))
+    assert isinstance(
+        streaming_messages.decode(message, data), (streaming_messages.Message, DecodeError)
+    )
 
 
 def test_wrong_wire_type_is_rejected_where_protobuf_runtime_skips() -> None:
     # Documented divergence: the reference follows the gogo-generated Go code.
     assert PB["PubAck"].FromString(b"\x08\x01").guid == ""
-    assert streaming.decode("PubAck", b"\x08\x01") == DecodeError(
+    assert streaming_messages.decode("PubAck", b"\x08\x01") == DecodeError(
         "wrong_wire_type", "field guid (string) at offset 0 has wire type 0, expected 2"
     )
 
 
 def test_unknown_enum_value_is_kept_as_int() -> None:
-    result = streaming.decode("SubscriptionRequest", b"\x50\x07")
-    assert isinstance(result, streaming.SubscriptionRequest)
+    result = streaming_messages.decode("SubscriptionRequest", b"\x50\x07")
+    assert isinstance(result, streaming_messages.SubscriptionRequest)
     assert result.start_position == 7 and not isinstance(result.start_position, StartPosition)
-    assert streaming.encode(result) == b"\x50\x07"
-    assert streaming.to_json(result) == {"startPosition": 7}
+    assert streaming_messages.encode(result) == b"\x50\x07"
+    assert streaming_messages.to_json(result) == {"startPosition": 7}
 
 
 # --- JSON mapping and validation ----------------------------------------------------------------
@@ -351,7 +363,7 @@ def _decode_bytes(value: Any, path: str) -> bytes:
 
 
 def test_from_json_forms() -> None:
-    msg = streaming.from_json(
+    msg = streaming_messages.from_json(
         "SubscriptionRequest",
         {
             "clientID": "c",
@@ -361,16 +373,18 @@ def test_from_json_forms() -> None:
         },
         decode=_decode_bytes,
     )
-    assert msg == streaming.SubscriptionRequest(
+    assert msg == streaming_messages.SubscriptionRequest(
         client_id="c",
         start_position=StartPosition.TIME_DELTA_START,
         start_time_delta=-5,
         max_in_flight=7,
     )
-    ping = streaming.from_json("Ping", {"connID": {"base64": "/w=="}}, decode=_decode_bytes)
-    assert ping == streaming.Ping(conn_id=b"\xff")
-    assert streaming.to_json(ping) == {"connID": {"base64": "/w=="}}
-    assert streaming.to_json(streaming.Ping(conn_id=b"ok")) == {"connID": "ok"}
+    ping = streaming_messages.from_json(
+        "Ping", {"connID": {"base64": "/w=="}}, decode=_decode_bytes
+    )
+    assert ping == streaming_messages.Ping(conn_id=b"\xff")
+    assert streaming_messages.to_json(ping) == {"connID": {"base64": "/w=="}}
+    assert streaming_messages.to_json(streaming_messages.Ping(conn_id=b"ok")) == {"connID": "ok"}
 
 
 @pytest.mark.parametrize(
@@ -388,7 +402,7 @@ def test_from_json_forms() -> None:
 )
 def test_from_json_rejects(message: str, fields: dict[str, Any], named: str) -> None:
     with pytest.raises(ValueError, match=named):
-        streaming.from_json(message, fields, decode=_decode_bytes)
+        streaming_messages.from_json(message, fields, decode=_decode_bytes)
 
 
 @pytest.mark.parametrize(
@@ -403,15 +417,15 @@ def test_from_json_rejects(message: str, fields: dict[str, Any], named: str) -> 
 )
 def test_out_of_range_values_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        streaming.MsgProto(**kwargs)
+        streaming_messages.MsgProto(**kwargs)
 
 
 def test_unknown_message_name() -> None:
     with pytest.raises(ValueError, match="Nope"):
-        streaming.decode("Nope", b"")
+        streaming_messages.decode("Nope", b"")
 
 
 def test_subjects() -> None:
-    assert streaming.discover_subject("mycluster") == "_STAN.discover.mycluster"
-    assert streaming.discover_subject("c", "x.y") == "x.y.c"
-    assert streaming.publish_subject("_STAN.pub.1", "a.b") == "_STAN.pub.1.a.b"
+    assert streaming_messages.discover_subject("mycluster") == "_STAN.discover.mycluster"
+    assert streaming_messages.discover_subject("c", "x.y") == "x.y.c"
+    assert streaming_messages.publish_subject("_STAN.pub.1", "a.b") == "_STAN.pub.1.a.b"

@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from nats_conformance.conformance import streaming as pb
 from nats_conformance.conformance import streaming_client as sc
 from nats_conformance.conformance import streaming_codec_client as scc
+from nats_conformance.conformance import streaming_messages as pb
 from nats_conformance.conformance import vectors
 from nats_conformance.conformance.verdicts import settle
 from nats_conformance.harness.clients import streaming_clients
 from nats_conformance.harness.clients.driver import schema_problem
 from nats_conformance.harness.clients.driver_builds import build_driver
 from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES, pinned_version
-from nats_conformance.harness.clients.streaming import python_client_row
+from nats_conformance.harness.clients.streaming_bridge import python_client_row
 from nats_conformance.harness.results import ResultsWriter, RunContext
 from nats_conformance.harness.servers.kinds import open_target
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nats_conformance.conformance import streaming as pb
-from nats_conformance.conformance.streaming import StartPosition
+from nats_conformance.conformance import streaming_messages as pb
+from nats_conformance.conformance.streaming_messages import StartPosition
 from nats_conformance.conformance.streaming_server import StreamingServerModel
 
 

@@ -15,17 +15,17 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import (
+    client_vectors,
     driver_session,
-    interop,
     interop_cases,
+    interop_matrix,
     streaming_clients,
 )
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients import vectors as client_vectors
+from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
 from nats_conformance.harness.clients.driver import capability_names
 from nats_conformance.harness.clients.registry import STREAMING_LIBRARIES
 from nats_conformance.harness.clients.rows import write_result
-from nats_conformance.harness.clients.targets import ClientTarget, open_client
 from nats_conformance.harness.results import (
     MESSAGE_LIMIT,
     NAME_LIMIT,
@@ -214,14 +214,17 @@ def test_an_interop_case_past_its_deadline_is_an_error_row_for_every_pair(
     (tmp_path / "ready.py").write_text(READY_DRIVER)
     (tmp_path / "capabilities.json").write_text(json.dumps(capability_names()))
     driver = f"{sys.executable} {tmp_path / 'ready.py'} {tmp_path / 'capabilities.json'}"
-    endpoint = interop.Endpoint(f"driver:{driver}", plain.server({}).url)
+    endpoint = interop_matrix.Endpoint(f"driver:{driver}", plain.server({}).url)
     endpoint.open()
     cases, problems = interop_cases.load_cases(vectors.bundled_cases())
     assert problems == []
     publish = [case for case in cases if case.spec.action == "publish"][:3]
     ctx = RunContext("run", "suite", "vectors")
     try:
-        rows = [row for row, _ in interop.run_pairs([endpoint], publish, ResultsWriter(None), ctx)]
+        rows = [
+            row
+            for row, _ in interop_matrix.run_pairs([endpoint], publish, ResultsWriter(None), ctx)
+        ]
     finally:
         endpoint.close()
     assert [row.outcome for row in rows] == ["error"] * len(publish)

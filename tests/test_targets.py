@@ -33,8 +33,8 @@ from nats_conformance.harness.runtime.state import DEFAULT_STATE_DIR
 from nats_conformance.harness.servers import launch
 from nats_conformance.harness.servers.config import config_text
 from nats_conformance.harness.servers.kinds import accepted_forms, open_target, parse_spec
+from nats_conformance.harness.servers.server_targets import _server_info, available_targets
 from nats_conformance.harness.servers.specs import RunningServer, TargetError, TargetSpec
-from nats_conformance.harness.servers.targets import _server_info, available_targets
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "2.10.25"

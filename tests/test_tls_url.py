@@ -14,8 +14,8 @@ from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
 from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target, parse_spec
+from nats_conformance.harness.servers.server_targets import _server_info
 from nats_conformance.harness.servers.specs import TargetError, TlsOptions
-from nats_conformance.harness.servers.targets import _server_info
 from tests.test_wire import wait_for_ports_file
 
 NATS_SERVER = Path(sys.executable).parent / "nats-server"

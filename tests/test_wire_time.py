@@ -28,7 +28,7 @@ from nats_conformance.conformance.wire_script import compare_exchange, evaluate
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.deviants import LATE
 from nats_conformance.harness.servers.kinds import open_target
-from nats_conformance.harness.servers.targets import ServerTarget
+from nats_conformance.harness.servers.server_targets import ServerTarget
 from nats_conformance.harness.servers.wire import run_wire_script
 
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}

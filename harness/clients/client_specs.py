@@ -1,6 +1,6 @@
 """The client spec grammar: which library a spec names and where its driver runs (see
 accepted_forms()), and the release series a `==*` spec stands for. Parsing only: building and
-starting the driver is harness.clients.targets'."""
+starting the driver is harness.clients.client_targets'."""
 
 from __future__ import annotations
 

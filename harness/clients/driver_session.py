@@ -22,7 +22,7 @@ from .fake_server import (
 from .patience import RoundTrips
 
 if TYPE_CHECKING:
-    from .targets import ClientTarget
+    from .client_targets import ClientTarget
 
 T = TypeVar("T")
 

@@ -19,10 +19,10 @@ from ..suites import (
     SuiteError,
     judged,
 )
+from .client_targets import open_client
+from .client_vectors import planned_rows, run_client_vectors
 from .registry import ClientError
 from .rows import rerun_by_vector, rerun_failures, write_result
-from .targets import open_client
-from .vectors import planned_rows, run_client_vectors
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from ...conformance.judge import steady
 from ...conformance.vector_values import Mismatch, decode_bytes, excerpt
 from ...conformance.verdicts import CONFORMANCE, observation
 from ..results import CaseRef, Checked, Found
+from .client_targets import ClientTarget
 from .driver import DriverError
 from .driver_session import (
     TRANSCRIPT_LINES,
@@ -42,7 +43,6 @@ from .fake_server import (
     info_op,
 )
 from .registry import ClientError
-from .targets import ClientTarget
 
 KIND = "client.script"
 POLL = 0.01  # seconds between looks at what the client sent

@@ -31,10 +31,10 @@ from ..suites import (
     judged,
 )
 from . import streaming_clients
+from .client_targets import ClientError
 from .driver import DriverError
-from .streaming import StreamingBridge
+from .streaming_bridge import StreamingBridge
 from .streaming_clients import StreamingClient
-from .targets import ClientError
 
 Server = Callable[[], AbstractContextManager[tuple[str, str]]]  # a fresh server: (url, cluster id)
 

@@ -7,7 +7,7 @@ library.json names the protocol nats-conformance-stan-driver) has a driver
 (harness.clients.driver_builds) and run as a harness.clients.driver.DriverProcess, which bounds
 every wait and turns a driver that crashes, hangs or writes garbage into a DriverError. For every
 case the harness starts a driver and a fresh reference streaming server
-(conformance.streaming_server) bridged onto a real nats-server (harness.clients.streaming
+(conformance.streaming_server) bridged onto a real nats-server (harness.clients.streaming_bridge
 .StreamingBridge), takes the case's steps through the driver, and hands what the client sent
 (as the reference decoded it) and reported to conformance.streaming_client.judge: this module
 only executes. One row per (client, case). The codec cases go through sessions too
@@ -28,9 +28,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from ...conformance import streaming as pb
 from ...conformance import streaming_client as sc
 from ...conformance import streaming_codec_client as scc
+from ...conformance import streaming_messages as pb
 from ...conformance import vectors
 from ...conformance.streaming_server import StreamingServerModel
 from ...conformance.verdicts import CONFORMANCE, derived_level
@@ -72,7 +72,7 @@ from .registry import (
     pinned_version,
 )
 from .rows import rerun_by_vector, rerun_failures, write_result
-from .streaming import StreamingBridge
+from .streaming_bridge import StreamingBridge
 
 PROTOCOL = "nats-conformance-stan-driver/1"
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "stan-driver-protocol.schema.json"

@@ -11,7 +11,7 @@ from pathlib import Path
 from ...conformance import vectors
 from .. import ci_outputs, plan
 from ..clients import client_specs, registry, streaming_clients
-from ..clients.targets import check_driver_commands
+from ..clients.client_targets import check_driver_commands
 from ..console import Progress, summary, verdict_lines
 from ..gate import (
     SHIPPED_BASELINE,
@@ -33,8 +33,8 @@ from ..servers import runner
 from ..servers import stan as stan_server
 from ..servers.binaries import DEBIAN_SERVER
 from ..servers.kinds import parse_spec
+from ..servers.server_targets import available_targets
 from ..servers.specs import TargetError
-from ..servers.targets import available_targets
 from ..suites import SuiteError
 from . import DEFAULT_SERVER
 from .report import write_report

@@ -7,7 +7,7 @@ import base64
 import time
 
 from ..clients import driver, registry
-from ..clients.targets import open_client
+from ..clients.client_targets import open_client
 from ..servers.kinds import open_target
 from ..servers.specs import TargetError
 from . import DEFAULT_SERVER

@@ -7,7 +7,7 @@ import sys
 
 from ..clients import registry, streaming
 from ..servers import stan as stan_server
-from ..servers.targets import available_targets
+from ..servers.server_targets import available_targets
 
 
 def main(args: argparse.Namespace) -> int:

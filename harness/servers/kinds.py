@@ -27,6 +27,7 @@ from ..runtime.state import DEFAULT_STATE_DIR
 from . import binaries, described, deviants, launch, stan
 from .config import config_text
 from .launch import Launched
+from .server_targets import ServerTarget
 from .specs import (
     Bad,
     RunningServer,
@@ -37,7 +38,6 @@ from .specs import (
     parse_binary_spec,
     parse_url,
 )
-from .targets import ServerTarget
 
 _NAMING = {naming.prefix: naming for naming in SERVER_NAMINGS}
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ...conformance import protocol as p
-from ...conformance import streaming as pb
+from ...conformance import streaming_messages as pb
 from ...conformance import streaming_server_session as session
-from ...conformance.streaming import DecodeError
+from ...conformance.streaming_messages import DecodeError
 from ...conformance.streaming_server_session import (
     CLUSTER_ID,
     REPLY_TIMEOUT,

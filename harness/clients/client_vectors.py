@@ -78,7 +78,7 @@ from .patience import (
 )
 
 if TYPE_CHECKING:
-    from .targets import ClientTarget
+    from .client_targets import ClientTarget
 
 # Driver error types that mean the connection is in trouble, not the input.
 TROUBLE = frozenset({"connection", "timeout"})

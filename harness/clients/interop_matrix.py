@@ -33,6 +33,7 @@ from ..results import (
 from ..servers.kinds import open_target
 from ..servers.specs import TargetError
 from ..suites import Judged, OfCases, OnRow, PlannedRow, judged
+from .client_targets import ClientTarget, open_client
 from .driver import DriverError, DriverProcess, rule
 from .driver_session import Overrun
 from .interop_cases import (
@@ -44,7 +45,6 @@ from .interop_cases import (
 )
 from .interop_pair import Pair
 from .registry import ClientError
-from .targets import ClientTarget, open_client
 
 # Whether the baseline lists a case for a target at a version (harness.gate.Baseline.lists).
 Listed = Callable[[str, str, str], bool]
