@@ -9,6 +9,7 @@ same rules (deferring one to dodge a circle hides the circle, it does not break 
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -328,3 +329,12 @@ def test_a_repeated_module_name_is_found(tmp_path: Path) -> None:
     paths = [tmp_path / f for f in files]
     repeated = {"targets.py": ["harness/a/targets.py", "harness/b/targets.py"]}
     assert repeated_names(paths, tmp_path) == repeated
+
+
+def test_every_module_of_the_package_imports() -> None:
+    """An import that names a module that is gone (a rename left behind) fails here, in the unit
+    layer, not when a command that alone loads it is run."""
+    for path in module_files():
+        parts = path.relative_to(REPO).with_suffix("").parts
+        dotted = ".".join((PACKAGE, *(parts[:-1] if parts[-1] == "__init__" else parts)))
+        importlib.import_module(dotted)

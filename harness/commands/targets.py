@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..clients import registry, streaming
+from ..clients import registry, streaming_bridge
 from ..servers import stan as stan_server
 from ..servers.server_targets import available_targets
 
@@ -20,8 +20,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{spec}\t{version}")
     for name, library in registry.STREAMING_LIBRARIES.items():
         print(f"client:{name}\t{library.registry}, built on first use")
-    with_them = f"{streaming.PYTHON_CLIENT} (PyPI), run with the streaming clients"
-    print(f"{streaming.PYTHON_CLIENT_SPEC}\t{with_them}")
+    with_them = f"{streaming_bridge.PYTHON_CLIENT} (PyPI), run with the streaming clients"
+    print(f"{streaming_bridge.PYTHON_CLIENT_SPEC}\t{with_them}")
 
     built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
     print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
