@@ -4,17 +4,16 @@ versions and flaky cases. Spark does the scans and joins; only small results rea
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from ..harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL
+from ..harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL, Baseline
 from ..harness.implementations import implementation
 from ..harness.results import LEVELS, OUTCOMES
-from . import coverage, strips
+from . import coverage, sections, strips
 from . import history as history_store
 from .model import (
     Behaviour,
@@ -35,21 +34,19 @@ from .model import (
     Varied,
     VersionChange,
 )
+from .section import Given
+from .strips import version_order
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from .ingest import RowProblem
     from .summary import Summaries
 
 SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
 HISTORY_POINTS = 20  # runs shown in a case's history
 SHOWN_FLAKY = 500
 LEVEL_ORDER = {level: n for n, level in enumerate(LEVELS)}
-
-
-def version_order(version: str) -> tuple[int, ...]:
-    """Versions compare by their numbers: 2.9.10 < 2.10.25."""
-    return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
 def generated_micros() -> int:
@@ -192,15 +189,22 @@ def _level_rank() -> Column:
 
 
 def analyse(
-    spark: SparkSession, history: DataFrame, summaries: Summaries, listed: Iterable[str] = ()
+    spark: SparkSession,
+    history: DataFrame,
+    summaries: Summaries,
+    baseline: Baseline,
+    problems: Sequence[RowProblem] = (),
 ) -> Report:
     """The report on ``history`` (the store's rows) and its ``summaries``: runs, flaky cases and
     version series come from the summaries; the rest reads only the partitions of the runs it
     needs (each target's latest, previous and recent runs). A difference at a version whose
     runs disagree on the case is no change (against the previous run or between versions): it
-    is reported with the flaky cases. ``listed``: the case ids a baseline lists, whose passes
-    the gate looks at (``gate_rows``)."""
+    is reported with the flaky cases. Then each section computes its part (``reports.sections``)
+    from the core and the latest rows; ``baseline``: the one the report judges the latest runs
+    by, as the gate does; ``problems``: the invalid rows of the results read."""
     from pyspark.sql import functions as F
+
+    listed = {c for vs in baseline.expected.values() for cases in vs.values() for c in cases}
 
     runs, dates = _runs(summaries.runs)
     unstable = _unstable(summaries.cases).persist()  # read three times; small
@@ -293,7 +297,6 @@ def analyse(
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
     gate_rows = _gate_rows(latest_rows, listed)
-    latest_rows.unpersist()
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
         spark, _rows_of(spark, history, recent, dates), failures, changes
@@ -331,8 +334,7 @@ def analyse(
         strips.strips(outcomes, latest, version_order), series["flaky_changes"]
     )
     flaky, flaky_total = _flaky(unstable)
-    unstable.unpersist()
-    return Report(
+    report = Report(
         generated=_iso(generated_micros()),
         targets=targets,
         cells=cells,
@@ -347,6 +349,10 @@ def analyse(
         behaviour=behaviour(observations, latest, version_order),
         gate_rows=gate_rows,
     )
+    report.parts = sections.compute(Given(spark, report, latest_rows, unstable, baseline, problems))
+    latest_rows.unpersist()
+    unstable.unpersist()
+    return report
 
 
 def _case_history(

@@ -20,7 +20,6 @@ from typing import Any
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.results import LEVELS, OUTCOMES
 from . import report_gate
-from .analysis import version_order
 from .model import (
     Counts,
     Flaky,
@@ -28,6 +27,8 @@ from .model import (
     Report,
     TargetReport,
 )
+from .section import Index, Section
+from .strips import version_order
 
 CLIENT_KIND = "client"
 # Styles from the report itself (its one stylesheet) and inline (a page's filter rules) only.
@@ -508,23 +509,6 @@ def flaky_cases(items: Sequence[Flaky], total: int, changes: Sequence[FlakyChang
     return body
 
 
-def invalid_rows(report: Report) -> str:
-    if not report.invalid_total and not report.invalid_rows:
-        return ""
-    total = max(report.invalid_total, len(report.invalid_rows))
-    listed = (
-        f" (the first {len(report.invalid_rows)} are listed)"
-        if len(report.invalid_rows) < total
-        else ""
-    )
-    body = tag(
-        "p",
-        tag("strong", esc(f"Rows that break the results schema: {total}"))
-        + esc(f"{listed}. They are left out of every count in this report."),
-    ) + tag("ul", "".join(tag("li", tag("code", esc(line))) for line in report.invalid_rows))
-    return section("Invalid rows", body, id="invalid", class_="alert")
-
-
 GATE_SHOWN = 500  # rows per verdict the gate section lists (the counts are exact)
 # How the gate section says each verdict (harness.gate.Verdict values).
 GATE_SAID = {
@@ -780,11 +764,18 @@ def newest_versions(targets: Sequence[TargetReport]) -> list[TargetReport]:
     return sorted(newest.values(), key=lambda t: t.run.target)
 
 
-def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -> str:
-    """index.html: what fails (must first, filtered by level, group and implementation), the
-    matrix and the interop grid; each implementation has a page of its own (reports.pages)."""
+def render(
+    report: Report,
+    links: Links,
+    failing: Sequence[Mapping[str, Any]],
+    sections: Sequence[Section[Any]],
+) -> str:
+    """index.html: the ``sections`` in order (reports.sections): what fails (must first, filtered
+    by level, group and implementation), the matrix and the interop grid; each implementation
+    has a page of its own (reports.pages)."""
     bands = matrix_bands(newest_versions([t for t in report.targets if not t.interop]))
     interop_targets = [t for t in report.targets if t.interop]
+    every_failing = failing
     robustness = [r for r in failing if r["failure"]["category"] == ROBUSTNESS]
     failing = [
         r
@@ -792,10 +783,11 @@ def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -
         if r["failure"]["level"] in INDEX_LEVELS and r["failure"]["category"] != ROBUSTNESS
     ]
     filters = filter_values(failing, report)
+    page = Index(report, links, every_failing, filters)
     must_rows = [r for r in failing if r["failure"]["level"] == "must"]
     impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
     main = (
-        invalid_rows(report)
+        "".join(s.index(page) for s in sections)
         + gate_section(report)
         + section(
             "What fails",

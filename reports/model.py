@@ -296,8 +296,6 @@ class Report:
     runs_total: int
     rows_total: int
     rows_added: int = 0
-    invalid_rows: list[str] = field(default_factory=list)
-    invalid_total: int = 0
     details: dict[tuple[str, str, str], dict[str, object]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per pipeline stage
     # Requirement coverage of the latest runs (reports.coverage), {} when not computed.
@@ -313,3 +311,5 @@ class Report:
     # flaky, and so the exit code the gate gives these runs.
     gate_rows: list[GateRow] = field(default_factory=list)
     gate: list[Gated] = field(default_factory=list)
+    # Each section's data by its name (reports.sections: Section.compute, read by Section.of).
+    parts: dict[str, object] = field(default_factory=dict)

@@ -8,7 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from . import behaviour, html, pages
+from . import behaviour, html, pages, sections
+from .markdown import code_span, table_cell
 from .model import Counts, Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
@@ -56,7 +57,8 @@ def rendered_pages(report: Report) -> dict[str, str]:
         for impl, page in data.items()
         for version in page["versions"]
     }
-    files["index.html"] = html.render(report, links, pages.failing_rows(data, names))
+    failing = pages.failing_rows(data, names)
+    files["index.html"] = html.render(report, links, failing, sections.SECTIONS)
     files[html.STYLESHEET] = html.stylesheet()  # once, linked by every page
     files[behaviour.PAGE] = behaviour.render_behaviour(behaviour.behaviour_data(report))
     return files
@@ -135,7 +137,7 @@ def summary(report: Report, badges: dict[str, str]) -> dict[str, Any]:
         "runs": report.runs_total,
         "rows": report.rows_total,
         "rows_added": report.rows_added,
-        "invalid_rows": {"total": report.invalid_total, "shown": report.invalid_rows},
+        **{key: value for s in sections.SECTIONS for key, value in s.summary(report).items()},
         "targets": [
             {
                 "target": t.run.target,
@@ -281,16 +283,17 @@ def markdown(report: Report) -> str:
     if regressions:
         lines += ["", "### Regressions", ""]
         lines += [
-            f"- `{_code(t.run.target)}` {_code(c.case_id)} ({c.level}): {c.before} -> {c.after}"
+            f"- `{code_span(t.run.target)}` {code_span(c.case_id)} ({c.level}): "
+            f"{c.before} -> {c.after}"
             for t, c in regressions
         ]
     outcome_changes = [v for v in report.version_changes if "outcome" in v.changed]
     if outcome_changes:
         lines += ["", "### Changes between versions", ""]
         lines += [
-            f"- {_cell(v.implementation)} {_code(v.case_id)} ({v.level}): "
-            f"{v.before_outcome} at {_cell(v.before_version)} -> "
-            f"{v.after_outcome} at {_cell(v.after_version)}"
+            f"- {table_cell(v.implementation)} {code_span(v.case_id)} ({v.level}): "
+            f"{v.before_outcome} at {table_cell(v.before_version)} -> "
+            f"{v.after_outcome} at {table_cell(v.after_version)}"
             for v in outcome_changes
         ]
     observed = sum("observation" in v.changed for v in report.version_changes)
@@ -303,7 +306,7 @@ def markdown(report: Report) -> str:
     robust = [t for t in report.targets if t.robustness]
     if robust:
         lines += ["", "### Robustness failures (a crash or a hang; not in the scores)", ""]
-        lines += [f"- `{_code(t.run.target)}`: {t.robustness}" for t in robust]
+        lines += [f"- `{code_span(t.run.target)}`: {t.robustness}" for t in robust]
     if report.flaky_total:
         lines += ["", f"{report.flaky_total} flaky case(s): outcomes or observations differ "
                   "between runs of one version (see summary.json)."]  # fmt: skip
@@ -311,26 +314,14 @@ def markdown(report: Report) -> str:
         unconfirmed = len(report.flaky_changes)
         lines += ["", f"{unconfirmed} difference(s) between versions not confirmed (the runs of "
                   "a version disagree): flaky, not changes (see summary.json)."]  # fmt: skip
-    if report.invalid_total:
-        lines += ["", f"### {report.invalid_total} invalid row(s)", ""]
-        lines += [f"- {_cell(problem)}" for problem in report.invalid_rows]
+    lines += [line for s in sections.MARKDOWN for line in s.markdown(report)]
     return "\n".join(lines) + "\n"
 
 
 def _markdown_row(t: TargetReport) -> str:
     return (
-        f"| {_cell(t.run.target)} | {_cell(t.run.version)} | {t.must.passed}/{t.must.judged} "
+        f"| {table_cell(t.run.target)} | {table_cell(t.run.version)} "
+        f"| {t.must.passed}/{t.must.judged} "
         f"| {_percent(t.must)} | {_percent(t.totals)} | {t.robustness} | {t.regressions_total} "
         f"| {t.fixes_total} |"
     )
-
-
-def _cell(text: str) -> str:
-    """Text from a target, safe inside a Markdown table cell (no tag can start: ``<`` is escaped,
-    so where Markdown is rendered as HTML the text stays text)."""
-    escaped = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
-    return escaped.replace("\n", " ").replace("`", "'")
-
-
-def _code(text: str) -> str:
-    return text.replace("`", "'").replace("\n", " ")

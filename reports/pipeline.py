@@ -15,8 +15,6 @@ from .spark import session
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-SHOWN_INVALID = 200  # invalid rows listed in the report (all are printed by the command)
-
 
 def build(
     paths: Sequence[Path],
@@ -59,12 +57,11 @@ def build(
     summary.update(spark, store, added.partitions)
     summarised = time.monotonic()
     judge_by = Baseline.load(baseline)
-    listed = {c for vs in judge_by.expected.values() for cases in vs.values() for c in cases}
-    report = analysis.analyse(spark, history.load(spark, store), summary.load(spark, store), listed)
+    report = analysis.analyse(
+        spark, history.load(spark, store), summary.load(spark, store), judge_by, problems
+    )
     analysed = time.monotonic()
     report.rows_added = added.rows
-    report.invalid_total = len(problems)
-    report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
     report.details = details.load(detail_files, _detail_keys(report))
     report.upstream = details.upstream(report.targets, judge_by)
     report.gate = report_gate.judge(report.gate_rows, judge_by)

@@ -43,6 +43,7 @@ from nats_conformance.reports.model import (
     Varied,
     VersionChange,
 )
+from nats_conformance.reports.sections import invalid_rows
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
 
@@ -455,8 +456,6 @@ def sample_report() -> Report:
         runs_total=sum(t.runs for t in targets),
         rows_total=sum(t.run.rows * t.runs for t in targets),
         rows_added=120,
-        invalid_rows=["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"],
-        invalid_total=1,
         details=details,
         strips=strips.strips(_strip_rows(targets), [t.run for t in targets], version_order),
         upstream={("client:nats-py", "client.connect.no-responders"): UPSTREAM},
@@ -489,6 +488,11 @@ def sample_report() -> Report:
                 ),
             ),
         ],
+        parts={
+            invalid_rows.SECTION.name: invalid_rows.InvalidRows(
+                1, ["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"]
+            ),
+        },
     )
 
 

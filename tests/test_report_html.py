@@ -29,6 +29,7 @@ from nats_conformance.reports.model import Cell, Counts, Failure, GateRow, Repor
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
 from nats_conformance.reports.report_gate import exit_code, judge
+from nats_conformance.reports.sections import invalid_rows
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 
@@ -561,14 +562,16 @@ def test_flaky_cases_and_the_changes_they_leave_unconfirmed(doc: Node) -> None:
 def test_invalid_rows_are_shown_prominently(report: Report, doc: Node) -> None:
     section = doc.one("section", id="invalid")
     assert "alert" in section.attrs["class"]
-    assert [li.text for li in section.all("li")] == report.invalid_rows
+    assert [li.text for li in section.all("li")] == invalid_rows.SECTION.of(report).shown
     assert "Rows that break the results schema: 1." in section.text
     main = doc.one("main")
     assert main.children[0] is section  # first thing in the page body after the header
 
 
 def test_no_invalid_section_when_every_row_was_valid(report: Report) -> None:
-    clean = dataclasses.replace(report, invalid_rows=[], invalid_total=0)
+    clean = dataclasses.replace(
+        report, parts=report.parts | {invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, [])}
+    )
     assert not parse(rendered_pages(clean)["index.html"]).all("section", id="invalid")
 
 
@@ -584,6 +587,7 @@ def test_empty_report_renders() -> None:
         flaky_total=0,
         runs_total=0,
         rows_total=0,
+        parts={invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, [])},
     )
     files = rendered_pages(empty)
     assert list(files) == ["index.html", "report.css", "behaviour.html"]

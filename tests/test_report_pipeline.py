@@ -20,6 +20,7 @@ from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS, compress
 from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
+from nats_conformance.reports.sections import invalid_rows
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -75,7 +76,7 @@ def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path
         14: "invalid JSON (an extension such as single quotes)",
         16: "not a JSON object",
     }
-    assert report.rows_total == 3 and report.invalid_total == len(bad)
+    assert report.rows_total == 3 and invalid_rows.SECTION.of(report).total == len(bad)
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["invalid_rows"]["total"] == len(bad)
     assert "r.jsonl:3: missing field(s): level" in (tmp_path / "report" / "summary.md").read_text()
