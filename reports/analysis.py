@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from ..harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL, Baseline
+from ..harness.gate import FAILING, Baseline
 from ..harness.implementations import implementation
 from ..harness.results import LEVELS, OUTCOMES
 from . import coverage, sections, strips
@@ -24,7 +24,6 @@ from .model import (
     FirstFailure,
     Flaky,
     FlakyChange,
-    GateRow,
     Observed,
     Observer,
     Point,
@@ -162,23 +161,6 @@ def _ranked(rows: DataFrame, order: list[Column], limit: int) -> DataFrame:
     return rows.withColumn("_n", F.row_number().over(window)).where(F.col("_n") <= limit)
 
 
-def _gate_rows(latest: DataFrame, listed: Iterable[str]) -> list[GateRow]:
-    """The rows of the latest runs the gate looks at (model.GateRow): few, whatever the runs."""
-    from pyspark.sql import functions as F
-
-    gating = (F.col("level") == GATING_LEVEL) | (F.col("category") == ROBUSTNESS)
-    passed = F.col("outcome") == "pass"
-    retried = passed & F.col("message").startswith(FLAKY_MARK)
-    ids = sorted(set(listed))
-    # A stale entry, or a flaky one that passed: the baseline tells which.
-    stale = passed & (F.col("case_id").isin(*ids) if ids else F.lit(False))
-    looked_at = F.col("outcome").isin(*FAILING) | retried | stale
-    columns = ("target", "target_version", "target_kind", "case_id", "group", "level", "category",
-               "outcome")  # fmt: skip
-    found = latest.where(gating & looked_at).select(*columns, retried.alias("retried"))
-    return [GateRow(*r) for r in found.orderBy("target", "case_id").collect()]
-
-
 def _level_rank() -> Column:
     from pyspark.sql import functions as F
 
@@ -203,8 +185,6 @@ def analyse(
     from the core and the latest rows; ``baseline``: the one the report judges the latest runs
     by, as the gate does; ``problems``: the invalid rows of the results read."""
     from pyspark.sql import functions as F
-
-    listed = {c for vs in baseline.expected.values() for cases in vs.values() for c in cases}
 
     runs, dates = _runs(summaries.runs)
     unstable = _unstable(summaries.cases).persist()  # read three times; small
@@ -296,7 +276,6 @@ def analyse(
             changes[r.target].append(
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
-    gate_rows = _gate_rows(latest_rows, listed)
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
         spark, _rows_of(spark, history, recent, dates), failures, changes
@@ -347,7 +326,6 @@ def analyse(
         coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
         strips=version_strips,
         behaviour=behaviour(observations, latest, version_order),
-        gate_rows=gate_rows,
     )
     report.parts = sections.compute(Given(spark, report, latest_rows, unstable, baseline, problems))
     latest_rows.unpersist()

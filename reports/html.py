@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -19,7 +19,6 @@ from typing import Any
 
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.results import LEVELS, OUTCOMES
-from . import report_gate
 from .model import (
     Counts,
     Flaky,
@@ -509,63 +508,7 @@ def flaky_cases(items: Sequence[Flaky], total: int, changes: Sequence[FlakyChang
     return body
 
 
-GATE_SHOWN = 500  # rows per verdict the gate section lists (the counts are exact)
-# How the gate section says each verdict (harness.gate.Verdict values).
-GATE_SAID = {
-    "unexpected": "gates: not in the baseline",
-    "stale": "gates: the baseline lists it, but it passes (the baseline is stale)",
-    "expected": "baselined",
-    "flaky": "flaky: passed after failing when run again, or a pass of a case the baseline "
-    "marks flaky",
-}
-
-
-def gate_section(report: Report) -> str:
-    """The gate over each target's latest run under the baseline the report was given: the exit
-    code it gives, then what gates, what the baseline lists (with the entry's class) and what is
-    flaky, case by case: the exit code is explained here, not only on a console."""
-    counted = {verdict: [g for g in report.gate if g.verdict == verdict] for verdict in GATE_SAID}
-    code = report_gate.exit_code(report.gate)
-    classes = Counter(g.entry_class for g in counted["expected"])
-    said = (
-        f"The gate gives exit {code} for the latest run of each target: "
-        f"{len(counted['unexpected'])} unexpected failure(s) and {len(counted['stale'])} stale "
-        f"baseline entr{'y' if len(counted['stale']) == 1 else 'ies'} gate; "
-        f"{len(counted['expected'])} baselined failure(s)"
-        + (f" ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})" if classes else "")
-        + f" and {len(counted['flaky'])} flaky case(s) do not. Only a must case, or a crash or "
-        "hang on any case, can gate."
-    )
-    tables = ""
-    for verdict, what in GATE_SAID.items():
-        found = counted[verdict]
-        if not found:
-            continue
-        body = [
-            row(
-                breakable(g.row.target),
-                tag("code", esc(g.row.case_id)),
-                esc(g.row.level),
-                badge(g.row.outcome),
-                esc(g.entry or what),
-            )
-            for g in found[:GATE_SHOWN]
-        ]
-        rows = table(("target", "case", "level", "outcome", "why"), body, class_="small")
-        title = esc(f"{what}: " + shown_of(len(body), len(found), "case"))
-        opened = "" if verdict in ("unexpected", "stale") else None  # what gates shows open
-        tables += tag(
-            "details", tag("summary", title) + tag("div", rows, class_="scroll"), open=opened
-        )
-    return section(
-        f"The gate: exit {code}",
-        tag("p", esc(said)) + tables,
-        id="gate",
-        class_="alert" if code else None,
-    )
-
-
-def header(report: Report) -> str:
+def header(report: Report, sections: Sequence[Section[Any]]) -> str:
     stats = (
         ("targets", len(report.targets)),
         ("runs", report.runs_total),
@@ -576,16 +519,17 @@ def header(report: Report) -> str:
         tag("div", tag("b", esc(f"{value:,}")) + tag("span", esc(name)), class_="stat")
         for name, value in stats
     )
+    links = [link for s in sections if (link := s.nav(report))]
     nav = " · ".join(
-        tag("a", esc(text), href=f"#{anchor}")
-        for anchor, text in (
-            ("gate", "The gate"),
-            ("what-fails", "What fails"),
-            ("robustness", "Robustness"),
-            ("matrix", "Matrix"),
-            ("interop-section", "Interop"),
-            ("flaky", "Flaky cases"),
-        )
+        tag("a", esc(text), href=address)
+        for address, text in [
+            *links,
+            ("#what-fails", "What fails"),
+            ("#robustness", "Robustness"),
+            ("#matrix", "Matrix"),
+            ("#interop-section", "Interop"),
+            ("#flaky", "Flaky cases"),
+        ]
     )
     nav += " · " + tag("a", "Behaviour where the documents are silent", href="behaviour.html")
     if report.coverage:
@@ -652,21 +596,7 @@ def filter_values(rows: Sequence[Mapping[str, Any]], report: Report) -> dict[str
 
 
 INDEX_LEVELS = ("must", "should")  # failing levels index.html lists (pages have every level)
-FILTER_LABELS = {"level": "Level", "group": "Group", "impl": "Implementation"}
 
-
-def filter_form(filters: Filters) -> str:
-    """Selects whose choice hides rows through CSS ``:has()``: no script (see reports/README)."""
-    selects = []
-    for name, values in filters.items():
-        options = tag("option", "all", value="", selected=None if name == "level" else "")
-        options += "".join(
-            tag("option", esc(label), value=value, selected="" if value == "must" else None)
-            for label, value in values.items()
-        )
-        select = tag("select", options, id=f"f-{name}")
-        selects.append(tag("label", esc(FILTER_LABELS[name]) + " " + select))
-    return tag("form", "".join(selects), class_="filter")
 
 
 def filter_style(filters: Filters) -> str:
@@ -678,82 +608,6 @@ def filter_style(filters: Filters) -> str:
         for name, values in filters.items()
         for value in values.values()
     )
-
-
-def failing_table(rows: Sequence[Mapping[str, Any]], filters: Filters) -> str:
-    if not rows:
-        return muted("No case fails in the latest runs.")
-    body = []
-    for r in rows:
-        f = r["failure"]
-        at = f["at"]
-        upstream = next((a["upstream"] for a in at if a["upstream"]), None)
-        evidence = f"{r['page']}#{r['anchor']}"
-        versions = ", ".join(a["version"] for a in at)
-        body.append(
-            tag(
-                "tr",
-                tag("td", tag("a", esc(r["implementation"]), href=r["page"]))
-                + tag("td", tag("a", tag("code", esc(f["case_id"])), href=evidence))
-                + tag("td", esc(f["level"]), class_=f"lvl {level_class(f['level'])}")
-                + tag("td", badge(at[0]["outcome"]) + esc(" " + versions))
-                + tag("td", esc(since_text(f["since"])))
-                + tag("td", upstream_link(upstream) if upstream else ""),
-                data_i=filters["impl"][r["implementation"]],
-                data_g=filters["group"][f["group"]],
-                data_l=f["level"] if f["level"] in LEVELS else "other",
-            )
-        )
-    headers = ("implementation", "case", "level", "failing at", "since", "known")
-    return tag("div", table(headers, body, class_="small flt", id="failing-table"), class_="scroll")
-
-
-def robustness_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Every robustness failure (a crash or a hang, at any level) of the latest runs."""
-    if not rows:
-        return muted("No implementation crashed or hung in the latest runs.")
-    body = [
-        row(
-            tag("a", esc(r["implementation"]), href=r["page"]),
-            tag("a", tag("code", esc(r["failure"]["case_id"])), href=f"{r['page']}#{r['anchor']}"),
-            esc(r["failure"]["level"]),
-            badge(r["failure"]["at"][0]["outcome"])
-            + esc(" " + ", ".join(a["version"] for a in r["failure"]["at"])),
-        )
-        for r in rows
-    ]
-    headers = ("implementation", "case", "level", "failing at")
-    return tag("div", table(headers, body, class_="small", id="robustness-table"), class_="scroll")
-
-
-def failing_summary(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One line per implementation with a failure: the first thing a reader wants, before the
-    cases. A regression is a case that passed at an earlier version or run."""
-    per: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        f = r["failure"]
-        line = per.setdefault(
-            r["implementation"],
-            {"page": r["page"], "must": 0, "regressed": 0, "should": 0, "upstream": 0},
-        )
-        line[f["level"]] += 1
-        if f["level"] == "must" and f["since"] and f["since"]["passed_before"]:
-            line["regressed"] += 1
-        line["upstream"] += any(a["upstream"] for a in f["at"])
-    order = sorted(per.items(), key=lambda kv: (-kv[1]["must"], -kv[1]["should"], kv[0]))
-    body = [
-        row(
-            tag("a", esc(name), href=line["page"]),
-            tag("span", str(line["must"]), class_="o-fail" if line["must"] else ""),
-            str(line["regressed"]),
-            str(line["should"]),
-            str(line["upstream"]),
-        )
-        for name, line in order
-    ]
-    headers = ("implementation", "must failing", "must regressions", "should failing",
-               "known upstream")  # fmt: skip
-    return table(headers, body, class_="small", id="failing-summary")
 
 
 def newest_versions(targets: Sequence[TargetReport]) -> list[TargetReport]:
@@ -788,7 +642,6 @@ def render(
     impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
     main = (
         "".join(s.index(page) for s in sections)
-        + gate_section(report)
         + section(
             "What fails",
             muted(
@@ -841,7 +694,9 @@ def render(
         )
     )
     return document(
-        "NATS conformance report", header(report) + tag("main", main), filter_style(filters)
+        "NATS conformance report",
+        header(report, sections) + tag("main", main),
+        filter_style(filters),
     )
 
 

@@ -232,35 +232,6 @@ class Behaviour:
         return len(self.observations) > 1
 
 
-@dataclass(frozen=True)
-class GateRow:
-    """A row of a target's latest run the gate looks at: a failure that can gate (a must case's,
-    a crash's or a hang's), such a case that passed after failing (``retried``: the harness's
-    flaky rows), or a pass of a case the baseline lists."""
-
-    target: str
-    version: str
-    kind: str
-    case_id: str
-    group: str
-    level: str
-    category: str
-    outcome: str
-    retried: bool = False
-
-
-@dataclass(frozen=True)
-class Gated:
-    """What the gate made of a GateRow (``reports.report_gate``): its verdict (a value of
-    harness.gate.Verdict other than ok) and, for a case the baseline lists, the entry in words
-    and its class."""
-
-    row: GateRow
-    verdict: str
-    entry: str = ""
-    entry_class: str = ""  # deviation, upstream-bug or flaky
-
-
 @dataclass
 class TargetReport:
     run: Run
@@ -306,10 +277,5 @@ class Report:
     behaviour: list[Behaviour] = field(default_factory=list)  # info cases (reports.behaviour)
     # Differences between versions at a version whose runs disagree: flaky, not version changes.
     flaky_changes: list[FlakyChange] = field(default_factory=list)
-    # The rows of each target's latest run the gate looks at (analysis), and its verdicts on
-    # them by the run's baseline (reports.report_gate): which failures gate, which are baselined and
-    # flaky, and so the exit code the gate gives these runs.
-    gate_rows: list[GateRow] = field(default_factory=list)
-    gate: list[Gated] = field(default_factory=list)
     # Each section's data by its name (reports.sections: Section.compute, read by Section.of).
     parts: dict[str, object] = field(default_factory=dict)

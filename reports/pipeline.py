@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..harness.gate import SHIPPED_BASELINE, Baseline
-from . import analysis, details, history, ingest, outputs, report_gate, summary
+from . import analysis, details, history, ingest, outputs, summary
 from .model import Report
 from .spark import session
 
@@ -64,7 +64,6 @@ def build(
     report.rows_added = added.rows
     report.details = details.load(detail_files, _detail_keys(report))
     report.upstream = details.upstream(report.targets, judge_by)
-    report.gate = report_gate.judge(report.gate_rows, judge_by)
     report.timings = {
         "ingest": ingested - started,
         "summarise": summarised - ingested,

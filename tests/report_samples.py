@@ -43,7 +43,7 @@ from nats_conformance.reports.model import (
     Varied,
     VersionChange,
 )
-from nats_conformance.reports.sections import invalid_rows
+from nats_conformance.reports.sections import invalid_rows, report_gate
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
 
@@ -492,6 +492,7 @@ def sample_report() -> Report:
             invalid_rows.SECTION.name: invalid_rows.InvalidRows(
                 1, ["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"]
             ),
+            report_gate.SECTION.name: [],
         },
     )
 

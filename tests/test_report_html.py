@@ -25,11 +25,11 @@ from report_samples import (
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.reports.html import CSP, STYLESHEET, target_id
-from nats_conformance.reports.model import Cell, Counts, Failure, GateRow, Report
+from nats_conformance.reports.model import Cell, Counts, Failure, Report
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
-from nats_conformance.reports.report_gate import exit_code, judge
-from nats_conformance.reports.sections import invalid_rows
+from nats_conformance.reports.sections import invalid_rows, report_gate
+from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 
@@ -243,11 +243,13 @@ def test_the_gate_judges_the_latest_rows_as_the_command_does() -> None:
     assert exit_code([]) == 0
 
 
+def with_gate(report: Report, gated: list[report_gate.Gated]) -> Report:
+    return dataclasses.replace(report, parts=report.parts | {report_gate.SECTION.name: gated})
+
+
 def test_the_report_shows_the_gate_its_exit_code_and_each_baselined_class(report: Report) -> None:
     green = [_gate_row("c.known", "fail"), _gate_row("c.retried", "pass", retried=True)]
-    page = parse(
-        rendered_pages(dataclasses.replace(report, gate=judge(green, GATE_BASELINE)))["index.html"]
-    )
+    page = parse(rendered_pages(with_gate(report, judge(green, GATE_BASELINE)))["index.html"])
     section = page.one("section", id="gate")
     assert section.one("h2").text == "The gate: exit 0"
     assert "alert" not in section.attrs.get("class", "")
@@ -260,9 +262,7 @@ def test_the_report_shows_the_gate_its_exit_code_and_each_baselined_class(report
     assert not section.all("details", open="")  # nothing gates: the lists stay closed
 
     red = judge([*green, _gate_row("c.new", "error")], GATE_BASELINE)
-    section = parse(rendered_pages(dataclasses.replace(report, gate=red))["index.html"]).one(
-        "section", id="gate"
-    )
+    section = parse(rendered_pages(with_gate(report, red))["index.html"]).one("section", id="gate")
     assert section.one("h2").text == "The gate: exit 1"
     assert "alert" in section.attrs["class"]
     [opened] = section.all("details", open="")
@@ -587,7 +587,10 @@ def test_empty_report_renders() -> None:
         flaky_total=0,
         runs_total=0,
         rows_total=0,
-        parts={invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, [])},
+        parts={
+            invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, []),
+            report_gate.SECTION.name: [],
+        },
     )
     files = rendered_pages(empty)
     assert list(files) == ["index.html", "report.css", "behaviour.html"]

@@ -20,7 +20,7 @@ from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS, compress
 from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
-from nats_conformance.reports.sections import invalid_rows
+from nats_conformance.reports.sections import invalid_rows, report_gate
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -422,14 +422,14 @@ def test_the_report_judges_each_targets_latest_run_by_the_baseline(
     Baseline({"nats-server": {"2.15.1": {"c.known": known}}}).save(baseline)
     report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows),
                       baseline=baseline)  # fmt: skip
-    said = [(g.row.case_id, g.verdict, g.entry_class) for g in report.gate]
+    said = [(g.row.case_id, g.verdict, g.entry_class) for g in report_gate.SECTION.of(report)]
     assert said == [("c.known", "expected", "upstream-bug"), ("c.retried", "flaky", "")]
     index = (tmp_path / "report" / "index.html").read_text()
     assert "The gate: exit 0" in index and "(upstream-bug 1)" in index
 
     Baseline().save(baseline)  # the same runs under an empty baseline: c.known gates
     report, _ = build(spark, tmp_path, tmp_path / "r.jsonl", baseline=baseline)
-    said = [(g.row.case_id, g.verdict) for g in report.gate]
+    said = [(g.row.case_id, g.verdict) for g in report_gate.SECTION.of(report)]
     assert said == [("c.known", "unexpected"), ("c.retried", "flaky")]
     assert "The gate: exit 1" in (tmp_path / "report" / "index.html").read_text()
 

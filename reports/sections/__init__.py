@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..section import Given, Section
-from . import invalid_rows
+from . import invalid_rows, report_gate
 
 # index.html (and its header's links) and summary.json, in this order; computed in this order.
-SECTIONS: tuple[Section[Any], ...] = (invalid_rows.SECTION,)
+SECTIONS: tuple[Section[Any], ...] = (invalid_rows.SECTION, report_gate.SECTION)
 # summary.md, in this order (its table of targets first, what is wrong last).
 MARKDOWN: tuple[Section[Any], ...] = (invalid_rows.SECTION,)
 
