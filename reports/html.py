@@ -524,8 +524,6 @@ def header(report: Report, sections: Sequence[Section[Any]]) -> str:
         tag("a", esc(text), href=address)
         for address, text in [
             *links,
-            ("#what-fails", "What fails"),
-            ("#robustness", "Robustness"),
             ("#matrix", "Matrix"),
             ("#interop-section", "Interop"),
             ("#flaky", "Flaky cases"),
@@ -598,6 +596,15 @@ def filter_values(rows: Sequence[Mapping[str, Any]], report: Report) -> dict[str
 INDEX_LEVELS = ("must", "should")  # failing levels index.html lists (pages have every level)
 
 
+def index_failing(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The failing rows index.html lists and filters: conformance failures at INDEX_LEVELS (a
+    robustness failure has a section of its own)."""
+    return [
+        r
+        for r in rows
+        if r["failure"]["level"] in INDEX_LEVELS and r["failure"]["category"] != ROBUSTNESS
+    ]
+
 
 def filter_style(filters: Filters) -> str:
     """One rule per option: while it is chosen, rows that carry another value are hidden."""
@@ -629,43 +636,10 @@ def render(
     has a page of its own (reports.pages)."""
     bands = matrix_bands(newest_versions([t for t in report.targets if not t.interop]))
     interop_targets = [t for t in report.targets if t.interop]
-    every_failing = failing
-    robustness = [r for r in failing if r["failure"]["category"] == ROBUSTNESS]
-    failing = [
-        r
-        for r in failing
-        if r["failure"]["level"] in INDEX_LEVELS and r["failure"]["category"] != ROBUSTNESS
-    ]
-    filters = filter_values(failing, report)
-    page = Index(report, links, every_failing, filters)
-    must_rows = [r for r in failing if r["failure"]["level"] == "must"]
-    impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
+    filters = filter_values(index_failing(failing), report)
+    page = Index(report, links, failing, filters)
     main = (
         "".join(s.index(page) for s in sections)
-        + section(
-            "What fails",
-            muted(
-                f"{len(must_rows)} must case(s) fail across {impls} in the latest runs of their "
-                "versions; each row links to its evidence. The filter starts at must; should "
-                "failures are one choice away, may failures are on each implementation's "
-                "page; info cases never fail: what implementations did there is compared in "
-                "the behaviour view. Crashes and hangs are robustness failures, listed apart. "
-                "The implementation filter applies to the matrix too."
-            )
-            + failing_summary(failing)
-            + filter_form(filters)
-            + failing_table(failing, filters),
-            id="what-fails",
-        )
-        + section(
-            "Robustness failures",
-            muted(
-                f"{len(robustness)} case(s) where an implementation crashed or hung, whatever "
-                "the level; they are not in the conformance scores."
-            )
-            + robustness_table(robustness),
-            id="robustness",
-        )
         + section(
             "Compliance matrix",
             muted(

@@ -6,10 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..section import Given, Section
-from . import invalid_rows, report_gate
+from . import invalid_rows, report_gate, robustness_failures, what_fails
 
 # index.html (and its header's links) and summary.json, in this order; computed in this order.
-SECTIONS: tuple[Section[Any], ...] = (invalid_rows.SECTION, report_gate.SECTION)
+SECTIONS: tuple[Section[Any], ...] = (
+    invalid_rows.SECTION,
+    report_gate.SECTION,
+    what_fails.SECTION,
+    robustness_failures.SECTION,
+)
 # summary.md, in this order (its table of targets first, what is wrong last).
 MARKDOWN: tuple[Section[Any], ...] = (invalid_rows.SECTION,)
 
