@@ -22,7 +22,6 @@ from .model import (
     Counts,
     Failure,
     FirstFailure,
-    Flaky,
     FlakyChange,
     Observed,
     Observer,
@@ -44,7 +43,6 @@ if TYPE_CHECKING:
 
 SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
 HISTORY_POINTS = 20  # runs shown in a case's history
-SHOWN_FLAKY = 500
 LEVEL_ORDER = {level: n for n, level in enumerate(LEVELS)}
 
 
@@ -312,15 +310,12 @@ def analyse(
     version_strips = strips.without_noise(
         strips.strips(outcomes, latest, version_order), series["flaky_changes"]
     )
-    flaky, flaky_total = _flaky(unstable)
     report = Report(
         generated=_iso(generated_micros()),
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
         **series,
-        flaky=flaky,
-        flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
         coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
@@ -511,38 +506,3 @@ def _unstable(cases: DataFrame) -> DataFrame:
         )
         .where(F.col("outcome_varies") | F.col("observation_varies"))
     )
-
-
-def _flaky(flaky: DataFrame) -> tuple[list[Flaky], int]:
-    """The flaky cases (``_unstable``): runs of one target at one version disagree on the
-    outcome or the observation."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    counted = Observation("flaky")
-    shown = (
-        flaky.observe(counted, F.count(F.lit(1)).alias("total"))
-        .orderBy("target", "case_id")
-        .limit(SHOWN_FLAKY)
-        .collect()
-    )
-    total = counted.get["total"]
-    return [
-        Flaky(
-            r.target,
-            r.target_version,
-            r.case_id,
-            r.level,
-            tuple(sorted(o for o in OUTCOMES if r[o])),
-            r.runs,
-            tuple(
-                what
-                for what, varies in (
-                    ("outcome", r.outcome_varies),
-                    ("observation", r.observation_varies),
-                )
-                if varies
-            ),
-        )
-        for r in shown
-    ], total

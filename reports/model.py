@@ -145,20 +145,6 @@ class VersionChange:
 
 
 @dataclass(frozen=True)
-class Flaky:
-    """A case whose runs of one target at one version disagree, on the outcome or on what was
-    observed (``varied``: ``outcome``, ``observation`` or both)."""
-
-    target: str
-    version: str
-    case_id: str
-    level: str
-    outcomes: tuple[str, ...]
-    runs: int
-    varied: tuple[str, ...] = ("outcome",)
-
-
-@dataclass(frozen=True)
 class Varied:
     """At one version, what the runs of the target judging it disagree on."""
 
@@ -262,8 +248,6 @@ class Report:
     groups: list[str]
     first_failures: list[FirstFailure]
     version_changes: list[VersionChange]
-    flaky: list[Flaky]
-    flaky_total: int
     runs_total: int
     rows_total: int
     rows_added: int = 0

@@ -32,7 +32,6 @@ from nats_conformance.reports.model import (
     Counts,
     Failure,
     FirstFailure,
-    Flaky,
     FlakyChange,
     Observed,
     Observer,
@@ -43,7 +42,8 @@ from nats_conformance.reports.model import (
     Varied,
     VersionChange,
 )
-from nats_conformance.reports.sections import invalid_rows, report_gate
+from nats_conformance.reports.sections import flaky_cases, invalid_rows, report_gate
+from nats_conformance.reports.sections.flaky_cases import Flaky
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
 
@@ -417,26 +417,6 @@ def sample_report() -> Report:
                 OBSERVED_AFTER,
             ),
         ],
-        flaky=[
-            Flaky(
-                "client:nats-py->client:nats.go",
-                "2.16.0/1.55.0",
-                "interop.headers.empty-value",
-                "must",
-                ("fail", "pass"),
-                4,
-            ),
-            Flaky(
-                HOSTILE_TARGET,
-                "6.6.6",
-                "client.connect.<b>bold</b>",
-                "must",
-                ("error", "pass"),
-                2,
-                ("outcome", "observation"),
-            ),
-        ],
-        flaky_total=3,
         # At 6.6.6 the runs disagree: the difference from 5.0 is not a version change.
         flaky_changes=[
             FlakyChange(
@@ -493,6 +473,28 @@ def sample_report() -> Report:
                 1, ["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"]
             ),
             report_gate.SECTION.name: [],
+            flaky_cases.SECTION.name: flaky_cases.FlakyCases(
+                [
+                    Flaky(
+                        "client:nats-py->client:nats.go",
+                        "2.16.0/1.55.0",
+                        "interop.headers.empty-value",
+                        "must",
+                        ("fail", "pass"),
+                        4,
+                    ),
+                    Flaky(
+                        HOSTILE_TARGET,
+                        "6.6.6",
+                        "client.connect.<b>bold</b>",
+                        "must",
+                        ("error", "pass"),
+                        2,
+                        ("outcome", "observation"),
+                    ),
+                ],
+                3,
+            ),
         },
     )
 

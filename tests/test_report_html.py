@@ -28,7 +28,7 @@ from nats_conformance.reports.html import CSP, STYLESHEET, target_id
 from nats_conformance.reports.model import Cell, Counts, Failure, Report
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
-from nats_conformance.reports.sections import invalid_rows, report_gate
+from nats_conformance.reports.sections import flaky_cases, invalid_rows, report_gate
 from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
@@ -583,13 +583,12 @@ def test_empty_report_renders() -> None:
         groups=[],
         first_failures=[],
         version_changes=[],
-        flaky=[],
-        flaky_total=0,
         runs_total=0,
         rows_total=0,
         parts={
             invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, []),
             report_gate.SECTION.name: [],
+            flaky_cases.SECTION.name: flaky_cases.FlakyCases([], 0),
         },
     )
     files = rendered_pages(empty)

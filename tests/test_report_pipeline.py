@@ -18,9 +18,9 @@ from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS, compress
-from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
+from nats_conformance.reports import analysis, html, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
-from nats_conformance.reports.sections import invalid_rows, report_gate
+from nats_conformance.reports.sections import flaky_cases, invalid_rows, report_gate
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -337,8 +337,8 @@ def test_flaky_cases_differ_between_runs_of_one_version(spark: Any, tmp_path: Pa
     rows.append(result_row(run_id="run-9", time="2026-11-09T00:00:00Z", target_version="2.16.0",
                     case_id="c1", outcome="fail"))  # fmt: skip
     report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
-    assert report.flaky_total == 1
-    [flaky] = report.flaky
+    assert flaky_cases.SECTION.of(report).total == 1
+    [flaky] = flaky_cases.SECTION.of(report).cases
     assert (flaky.case_id, flaky.version, flaky.outcomes, flaky.runs) == (
         "c0",
         "2.15.1",
@@ -446,7 +446,7 @@ def test_missing_input_is_refused(spark: Any, tmp_path: Path) -> None:
 
 @given(st.lists(st.text("abcdefgh:=/<>.-_ ", min_size=1, max_size=12), unique=True, max_size=8))
 def test_badge_names_are_unique_and_safe(targets: list[str]) -> None:
-    names = outputs.badge_names(targets)
+    names = html.badge_names(targets)
     assert len(set(names.values())) == len(targets)
     assert all(
         n.endswith(".json") and "/" not in n and not n.startswith(".") for n in names.values()

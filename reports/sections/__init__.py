@@ -6,17 +6,41 @@ from __future__ import annotations
 from typing import Any
 
 from ..section import Given, Section
-from . import invalid_rows, report_gate, robustness_failures, what_fails
+from . import (
+    compliance_matrix,
+    flaky_cases,
+    interop_grid,
+    invalid_rows,
+    regressions,
+    report_gate,
+    robustness_failures,
+    version_changes,
+    what_fails,
+)
 
-# index.html (and its header's links) and summary.json, in this order; computed in this order.
+# index.html (and its header's links), summary.json, the implementation pages and their data, in
+# this order; computed in this order.
 SECTIONS: tuple[Section[Any], ...] = (
     invalid_rows.SECTION,
     report_gate.SECTION,
     what_fails.SECTION,
     robustness_failures.SECTION,
+    compliance_matrix.SECTION,
+    interop_grid.SECTION,
+    flaky_cases.SECTION,
+    regressions.SECTION,
+    version_changes.SECTION,
 )
-# summary.md, in this order (its table of targets first, what is wrong last).
-MARKDOWN: tuple[Section[Any], ...] = (invalid_rows.SECTION,)
+# summary.md, in this order: the table of targets first, what is wrong last.
+MARKDOWN: tuple[Section[Any], ...] = (
+    compliance_matrix.SECTION,
+    interop_grid.SECTION,
+    regressions.SECTION,
+    version_changes.SECTION,
+    robustness_failures.SECTION,
+    flaky_cases.SECTION,
+    invalid_rows.SECTION,
+)
 
 
 def compute(given: Given) -> dict[str, object]:

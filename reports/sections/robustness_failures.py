@@ -10,6 +10,7 @@ from typing import Any
 
 from ...conformance.verdicts import ROBUSTNESS
 from ..html import badge, esc, muted, row, section, table, tag
+from ..markdown import code_span
 from ..model import Report
 from ..section import Given, Index, Section
 
@@ -52,6 +53,17 @@ class RobustnessSection(Section[None]):
             + robustness_table(rows),
             id="robustness",
         )
+
+    def markdown(self, report: Report) -> list[str]:
+        robust = [t for t in report.targets if t.robustness]
+        if not robust:
+            return []
+        return [
+            "",
+            "### Robustness failures (a crash or a hang; not in the scores)",
+            "",
+            *(f"- `{code_span(t.run.target)}`: {t.robustness}" for t in robust),
+        ]
 
 
 SECTION = RobustnessSection()
