@@ -6,25 +6,22 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from ..harness.gate import FAILING, Baseline
 from ..harness.implementations import implementation
 from ..harness.results import LEVELS, OUTCOMES
-from . import coverage, sections, strips
 from . import history as history_store
+from . import sections, strips
 from .model import (
-    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
     FlakyChange,
-    Observed,
-    Observer,
     Point,
     Report,
     Run,
@@ -32,7 +29,7 @@ from .model import (
     Varied,
     VersionChange,
 )
-from .section import Given
+from .section import Given, LatestCase
 from .strips import version_order
 
 if TYPE_CHECKING:
@@ -109,41 +106,6 @@ def _cells(rows: list[tuple[str, str, str, str, str]]) -> list[Cell]:
     ]
 
 
-def behaviour(
-    rows: Iterable[tuple[str, str, str, str, str]],
-    latest: list[Run],
-    order: Callable[[str], Any],
-) -> list[Behaviour]:
-    """Pure: per info case, the implementations at their newest version (the strips' rule)
-    grouped by what they did, from (target, case id, group, outcome, observed) info rows of the
-    ``latest`` runs; cases where implementations diverge first. A skipped case observed nothing."""
-    newest: dict[str, tuple[str, str]] = {}  # target -> (implementation, its newest version)
-    for impl, versions in strips.columns(latest, order).items():
-        version, run = list(versions.items())[-1]
-        newest[run.target] = (impl, version)
-    cases: dict[str, tuple[str, dict[str, list[Observer]]]] = {}
-    for target, case_id, group, outcome, observed in rows:
-        if target not in newest or outcome == "skip":
-            continue
-        impl, version = newest[target]
-        seen = cases.setdefault(case_id, (group, defaultdict(list)))[1]
-        seen[observed].append(Observer(impl, version, target, outcome))
-    found = [
-        Behaviour(
-            case_id,
-            group,
-            tuple(
-                sorted(
-                    (Observed(observed, tuple(sorted(by))) for observed, by in seen.items()),
-                    key=lambda o: (-len(o.by), o.observed),
-                )
-            ),
-        )
-        for case_id, (group, seen) in cases.items()
-    ]
-    return sorted(found, key=lambda b: (not b.diverges, b.group, b.case_id))
-
-
 def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Dates) -> DataFrame:
     """The rows of ``runs``, reading only the partitions they are in."""
     keys = [(r.target, r.run_id) for r in runs]
@@ -207,16 +169,12 @@ def analyse(
         "target", "case_id", "group", "level", "outcome", "category",
         F.when(is_info, F.col("observed")).alias("observed"),
     ).collect()  # fmt: skip
+    latest_cases = [LatestCase(*r) for r in latest_cases]
     outcomes = [(r[0], r[1], r[2], r[3], r[4]) for r in latest_cases]
     cells = _cells([o for o, r in zip(outcomes, latest_cases, strict=True) if r[5] == CONFORMANCE])
     robustness = Counter(
         r.target for r in latest_cases if r.category == ROBUSTNESS and r.outcome in FAILING
     )
-    observations = [
-        (r.target, r.case_id, r.group, r.outcome, r.observed)
-        for r in latest_cases
-        if r.level == "info"
-    ]
 
     failing = latest_rows.where(F.col("outcome").isin(*FAILING))
     failures: dict[str, list[Failure]] = defaultdict(list)
@@ -318,11 +276,10 @@ def analyse(
         **series,
         runs_total=sum(len(r) for r in runs.values()),
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
-        coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
         strips=version_strips,
-        behaviour=behaviour(observations, latest, version_order),
     )
-    report.parts = sections.compute(Given(spark, report, latest_rows, unstable, baseline, problems))
+    given = Given(spark, report, latest, latest_cases, latest_rows, unstable, baseline, problems)
+    report.parts = sections.compute(given)
     latest_rows.unpersist()
     unstable.unpersist()
     return report

@@ -254,9 +254,6 @@ def header(report: Report, sections: Sequence[Section[Any]]) -> str:
     )
     links = [link for s in sections if (link := s.nav(report))]
     nav = " · ".join(tag("a", esc(text), href=address) for address, text in links)
-    nav += " · " + tag("a", "Behaviour where the documents are silent", href="behaviour.html")
-    if report.coverage:
-        nav += " · " + tag("a", "Requirement coverage", href="coverage.html")
     return tag(
         "header",
         tag("h1", "NATS conformance report")
@@ -365,54 +362,3 @@ def document(title: str, body: str, style: str = "", root: str = "") -> str:
         )
         + "\n"
     )
-
-
-# --- requirement coverage ------------------------------------------------------------------------
-
-COVERAGE_WORDS = 240  # characters of a statement's words shown (the index has them all)
-
-
-def render_coverage(report: Report) -> str:
-    """coverage.html: per document, the statements no case exercises first, then each statement
-    with its cases and their rows' outcomes summed over the targets (coverage.json: per target)."""
-    documents = report.coverage.get("documents", {})
-    assert isinstance(documents, dict)
-    body = tag("h1", "Requirement coverage") + muted(
-        f"Generated {report.generated}. A statement of the specification documents is exercised "
-        "when a vector cites it; its outcomes are the rows of those vectors in each target's "
-        "latest run. coverage.json has the counts per target."
-    )
-    body += tag("p", tag("a", "Back to the compliance report", href="index.html"))
-    for name, doc in sorted(documents.items()):
-        rows = (
-            row(
-                tag("code", esc(r["id"])),
-                esc(r["kind"]),
-                esc(_cut(r["words"], COVERAGE_WORDS)),
-                str(len(r["cases"])) if r["cases"] else tag("strong", "none"),
-                _outcome_totals(r["outcomes"]),
-            )
-            for r in doc["rows"]
-        )
-        summary = f"{doc['exercised']} of {plural(doc['statements'], 'statement')} exercised"
-        body += section(
-            name,
-            muted(summary)
-            + table(("statement", "kind", "words", "cases", "rows"), rows, class_="small"),
-            id=f"doc-{name}",
-        )
-    return document("NATS conformance: requirement coverage", tag("main", body))
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _outcome_totals(per_target: dict[str, dict[str, int]]) -> str:
-    totals: dict[str, int] = defaultdict(int)
-    for counts in per_target.values():
-        for outcome, n in counts.items():
-            totals[outcome] += n
-    if not totals:
-        return tag("span", "no rows", class_="muted")
-    return " ".join(f"{badge(o)} {n}" for o, n in sorted(totals.items()))

@@ -186,38 +186,6 @@ class Strip:
     stable: dict[str, int]  # outcome -> cases with that outcome at every version
 
 
-@dataclass(frozen=True, order=True)
-class Observer:
-    """An implementation (at its newest version) that made an observation of an info case."""
-
-    implementation: str
-    version: str
-    target: str
-    outcome: str
-
-
-@dataclass(frozen=True)
-class Observed:
-    """One distinct observation of a case and the implementations that made it."""
-
-    observed: str  # canonical text (conformance.verdicts.observation), "" for nothing observed
-    by: tuple[Observer, ...]
-
-
-@dataclass(frozen=True)
-class Behaviour:
-    """An info case (the documents are silent, nobody is judged): the implementations grouped by
-    what they did; where they diverge, interoperability breaks."""
-
-    case_id: str
-    group: str
-    observations: tuple[Observed, ...]  # most implementations first
-
-    @property
-    def diverges(self) -> bool:
-        return len(self.observations) > 1
-
-
 @dataclass
 class TargetReport:
     run: Run
@@ -253,12 +221,9 @@ class Report:
     rows_added: int = 0
     details: dict[tuple[str, str, str], dict[str, object]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per pipeline stage
-    # Requirement coverage of the latest runs (reports.coverage), {} when not computed.
-    coverage: dict[str, object] = field(default_factory=dict)
     strips: list[Strip] = field(default_factory=list)  # per implementation (reports.strips)
     # (target, case id) -> the URL of the implementation's bug report its baseline entry names.
     upstream: dict[tuple[str, str], str] = field(default_factory=dict)
-    behaviour: list[Behaviour] = field(default_factory=list)  # info cases (reports.behaviour)
     # Differences between versions at a version whose runs disagree: flaky, not version changes.
     flaky_changes: list[FlakyChange] = field(default_factory=list)
     # Each section's data by its name (reports.sections: Section.compute, read by Section.of).

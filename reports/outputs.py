@@ -3,12 +3,12 @@ behaviour.json and behaviour.html."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from . import behaviour, html, pages, sections
+from . import html, pages, sections
+from .formats import dumps
 from .model import Report, TargetReport
 
 FORMAT = "nats-conformance-report/1"
@@ -27,18 +27,14 @@ def write_all(report: Report, out: Path) -> None:
         _dump(badges / names[target.run.target], badge(target))
     _dump(out / "summary.json", summary(report))
     _dump(out / "implementations.json", implementations(report))
-    _dump(out / "behaviour.json", behaviour.behaviour_data(report))
     (out / "summary.md").write_text(markdown(report), encoding="utf-8")
     write_pages(report, out)
-    if report.coverage:
-        _dump(out / "coverage.json", report.coverage)
-        (out / "coverage.html").write_text(html.render_coverage(report), encoding="utf-8")
 
 
 def rendered_pages(report: Report) -> dict[str, str]:
-    """index.html, behaviour.html, the stylesheet they share and, per implementation,
-    ``impl/<slug>.html`` and the data behind it, ``impl/<slug>.json``
-    (implementation.schema.json): path in the report -> content."""
+    """index.html, the stylesheet every page shares, per implementation ``impl/<slug>.html`` and
+    the data behind it, ``impl/<slug>.json`` (implementation.schema.json), and the sections' own
+    files (behaviour.html and .json, coverage.html and .json): path in the report -> content."""
     data = pages.implementation_data(report)
     names = pages.page_names(list(data))
     files = {}
@@ -54,7 +50,8 @@ def rendered_pages(report: Report) -> dict[str, str]:
     failing = pages.failing_rows(data, names)
     files["index.html"] = html.render(report, links, failing, sections.SECTIONS)
     files[html.STYLESHEET] = html.stylesheet()  # once, linked by every page
-    files[behaviour.PAGE] = behaviour.render_behaviour(behaviour.behaviour_data(report))
+    for s in sections.SECTIONS:
+        files |= s.files(report)
     return files
 
 
@@ -67,12 +64,6 @@ def write_pages(report: Report, out: Path) -> None:
     folder.mkdir(exist_ok=True)
     for name, content in rendered_pages(report).items():
         (out / name).write_text(content, encoding="utf-8")
-
-
-def dumps(data: object) -> str:
-    """A report's JSON: a value a line, indented by one space, so that the diff of a regenerated
-    report shows the values that changed (and no more bytes than that needs)."""
-    return json.dumps(data, indent=1, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def _dump(path: Path, data: object) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar, cast
 
 from ..harness.gate import Baseline
-from .model import Report
+from .model import Report, Run
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -27,13 +27,27 @@ if TYPE_CHECKING:
 D = TypeVar("D")
 
 
+class LatestCase(NamedTuple):
+    """A row of a target's latest run, as the analysis collects them (one per case)."""
+
+    target: str
+    case_id: str
+    group: str
+    level: str
+    outcome: str
+    category: str
+    observed: str | None  # what was observed, for an info case only (None for the others)
+
+
 @dataclass(frozen=True)
 class Given:
     """What the analysis gives every section to compute from: never the whole history."""
 
     spark: SparkSession
     report: Report  # the core: targets, matrix cells, version series (``parts`` not yet filled)
-    latest: DataFrame  # the rows of each target's latest run (the store's columns)
+    runs: Sequence[Run]  # each target's latest run
+    cases: Sequence[LatestCase]  # the rows of those runs, collected
+    latest: DataFrame  # the same rows in Spark, every column of the store
     unstable: DataFrame  # per target, version and case, where its runs disagree (analysis)
     baseline: Baseline  # the baseline the report judges the latest runs by, as the gate does
     problems: Sequence[RowProblem]  # every invalid row of the results read

@@ -26,15 +26,12 @@ from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.reports import strips
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
-    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
     FlakyChange,
-    Observed,
-    Observer,
     Point,
     Report,
     Run,
@@ -42,7 +39,14 @@ from nats_conformance.reports.model import (
     Varied,
     VersionChange,
 )
-from nats_conformance.reports.sections import flaky_cases, invalid_rows, report_gate
+from nats_conformance.reports.sections import (
+    behaviour_view,
+    flaky_cases,
+    invalid_rows,
+    report_gate,
+    requirement_coverage,
+)
+from nats_conformance.reports.sections.behaviour_view import Behaviour, Observed, Observer
 from nats_conformance.reports.sections.flaky_cases import Flaky
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
@@ -439,36 +443,41 @@ def sample_report() -> Report:
         details=details,
         strips=strips.strips(_strip_rows(targets), [t.run for t in targets], version_order),
         upstream={("client:nats-py", "client.connect.no-responders"): UPSTREAM},
-        behaviour=[
-            Behaviour(
-                NO_RESPONDERS,
-                "protocol.hpub",
-                (
-                    Observed(
-                        OBSERVED_AFTER,
-                        (Observer("nats-server", "2.11.0", "exec:/usr/sbin/nats-server", "pass"),),
-                    ),
-                    Observed(
-                        HOSTILE_OBSERVED,
-                        (Observer(HOSTILE_TARGET, "6.6.6", HOSTILE_TARGET, "pass"),),
-                    ),
-                ),
-            ),
-            Behaviour(
-                "client.connect.lang",
-                "client.connect",
-                (
-                    Observed(
-                        '{"lang":"go"}',
-                        (
-                            Observer("client:nats-py", "2.16.0", "client:nats-py", "pass"),
-                            Observer("client:nats.go", "1.55.0", "client:nats.go", "pass"),
+        parts={
+            behaviour_view.SECTION.name: [
+                Behaviour(
+                    NO_RESPONDERS,
+                    "protocol.hpub",
+                    (
+                        Observed(
+                            OBSERVED_AFTER,
+                            (
+                                Observer(
+                                    "nats-server", "2.11.0", "exec:/usr/sbin/nats-server", "pass"
+                                ),
+                            ),
+                        ),
+                        Observed(
+                            HOSTILE_OBSERVED,
+                            (Observer(HOSTILE_TARGET, "6.6.6", HOSTILE_TARGET, "pass"),),
                         ),
                     ),
                 ),
-            ),
-        ],
-        parts={
+                Behaviour(
+                    "client.connect.lang",
+                    "client.connect",
+                    (
+                        Observed(
+                            '{"lang":"go"}',
+                            (
+                                Observer("client:nats-py", "2.16.0", "client:nats-py", "pass"),
+                                Observer("client:nats.go", "1.55.0", "client:nats.go", "pass"),
+                            ),
+                        ),
+                    ),
+                ),
+            ],
+            requirement_coverage.SECTION.name: {},
             invalid_rows.SECTION.name: invalid_rows.InvalidRows(
                 1, ["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"]
             ),

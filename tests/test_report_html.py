@@ -28,7 +28,13 @@ from nats_conformance.reports.html import CSP, STYLESHEET, target_id
 from nats_conformance.reports.model import Cell, Counts, Failure, Report
 from nats_conformance.reports.outputs import rendered_pages
 from nats_conformance.reports.pages import case_anchor, page_names
-from nats_conformance.reports.sections import flaky_cases, invalid_rows, report_gate
+from nats_conformance.reports.sections import (
+    behaviour_view,
+    flaky_cases,
+    invalid_rows,
+    report_gate,
+    requirement_coverage,
+)
 from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
@@ -589,10 +595,12 @@ def test_empty_report_renders() -> None:
             invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, []),
             report_gate.SECTION.name: [],
             flaky_cases.SECTION.name: flaky_cases.FlakyCases([], 0),
+            behaviour_view.SECTION.name: [],
+            requirement_coverage.SECTION.name: {},
         },
     )
     files = rendered_pages(empty)
-    assert list(files) == ["index.html", "report.css", "behaviour.html"]
+    assert list(files) == ["index.html", "report.css", "behaviour.html", "behaviour.json"]
     doc = parse(files["index.html"])
     assert "No targets in this report." in doc.one("table", id="matrix").text
     assert not doc.all("table", id="interop")

@@ -20,7 +20,7 @@ from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS, compress
 from nats_conformance.reports import analysis, html, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
-from nats_conformance.reports.sections import flaky_cases, invalid_rows, report_gate
+from nats_conformance.reports.sections import behaviour_view, flaky_cases, invalid_rows, report_gate
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -544,7 +544,7 @@ def test_info_cases_are_grouped_by_observation_and_its_changes_are_version_chang
     grouped = [
         (b.case_id, [(o.observed, [(i.implementation, i.version) for i in o.by])
                      for o in b.observations])
-        for b in report.behaviour
+        for b in behaviour_view.SECTION.of(report)
     ]  # fmt: skip
     assert grouped == [
         ("i.status", [
@@ -604,7 +604,7 @@ def test_behaviour_groups_each_newest_observation_once_diverging_first(
         Run(t, f"run-{t}", "2026-11-01T00:00:00Z", v, "client", 1)
         for t, v in sorted(version_of.items())
     ]
-    found = analysis.behaviour(
+    found = behaviour_view.behaviour(
         [(t, c, "g", o, obs) for t, _, c, o, obs in rows], latest, analysis.version_order
     )
     judging = strips.columns(latest, analysis.version_order).values()

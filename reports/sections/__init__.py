@@ -7,12 +7,14 @@ from typing import Any
 
 from ..section import Given, Section
 from . import (
+    behaviour_view,
     compliance_matrix,
     flaky_cases,
     interop_grid,
     invalid_rows,
     regressions,
     report_gate,
+    requirement_coverage,
     robustness_failures,
     version_changes,
     what_fails,
@@ -30,6 +32,8 @@ SECTIONS: tuple[Section[Any], ...] = (
     flaky_cases.SECTION,
     regressions.SECTION,
     version_changes.SECTION,
+    behaviour_view.SECTION,
+    requirement_coverage.SECTION,
 )
 # summary.md, in this order: the table of targets first, what is wrong last.
 MARKDOWN: tuple[Section[Any], ...] = (

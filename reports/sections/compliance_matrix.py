@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...harness.results import OUTCOMES
+from ..formats import table_cell
 from ..html import (
     BANDS,
     NO_SCORE,
@@ -31,7 +32,6 @@ from ..html import (
     section,
     tag,
 )
-from ..markdown import table_cell
 from ..model import Counts, Report, TargetReport
 from ..section import Given, Index, Section
 

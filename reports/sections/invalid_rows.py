@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..formats import table_cell
 from ..html import esc, section, tag
-from ..markdown import table_cell
 from ..model import Report
 from ..section import Given, Index, Section
 

@@ -4,7 +4,7 @@ on the implementation pages)."""
 
 from __future__ import annotations
 
-from ..markdown import code_span
+from ..formats import code_span
 from ..model import Report
 from ..section import Given, Section
 

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...conformance.verdicts import ROBUSTNESS
+from ..formats import code_span
 from ..html import badge, esc, muted, row, section, table, tag
-from ..markdown import code_span
 from ..model import Report
 from ..section import Given, Index, Section
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import html
-from ..markdown import code_span, table_cell
+from ..formats import code_span, table_cell
 from ..model import Report, VersionChange
 from ..section import Given, Section
 

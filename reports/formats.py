@@ -1,7 +1,15 @@
-"""Text from targets and results files made safe for summary.md (the outputs and the sections
-write its lines)."""
+"""The report's text formats: its JSON files' layout, and text from targets and results files
+made safe for summary.md (the outputs and the sections write them)."""
 
 from __future__ import annotations
+
+import json
+
+
+def dumps(data: object) -> str:
+    """A report's JSON: a value a line, indented by one space, so that the diff of a regenerated
+    report shows the values that changed (and no more bytes than that needs)."""
+    return json.dumps(data, indent=1, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
 def table_cell(text: str) -> str:
