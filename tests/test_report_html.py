@@ -4,8 +4,10 @@ showing what the Report says."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import posixpath
 import re
+from collections.abc import Mapping
 from html.parser import HTMLParser
 from typing import Any
 
@@ -24,10 +26,12 @@ from report_samples import (
 )
 
 from nats_conformance.harness.gate import Baseline
-from nats_conformance.reports.html import CSP, STYLESHEET, target_id
+from nats_conformance.reports import sections
+from nats_conformance.reports.html import CSP, STYLESHEET, esc, section, tag, target_id
 from nats_conformance.reports.model import Cell, Counts, Failure, Report
-from nats_conformance.reports.outputs import rendered_pages
+from nats_conformance.reports.outputs import implementations, markdown, rendered_pages, summary
 from nats_conformance.reports.pages import case_anchor, page_names
+from nats_conformance.reports.section import Given, Index, Section
 from nats_conformance.reports.sections import (
     behaviour_view,
     flaky_cases,
@@ -606,3 +610,70 @@ def test_empty_report_renders() -> None:
     assert not doc.all("table", id="interop")
     assert "No interop pairs" in doc.one("section", id="interop-section").text
     assert "No case fails" in doc.one("section", id="what-fails").text
+
+
+# --- a section is one module and its entries in reports.sections -------------------------------
+
+
+class _Notes(Section[list[str]]):
+    """A section written for the test: what the recipe asks of a new one, and nothing else."""
+
+    name = "notes"
+
+    def compute(self, given: Given) -> list[str]:
+        return ["computed"]
+
+    def nav(self, report: Report) -> tuple[str, str]:
+        return ("#notes", "Notes")
+
+    def index(self, page: Index) -> str:
+        items = "".join(tag("li", esc(n)) for n in self.of(page.report))
+        return section("Notes", tag("ul", items), id="notes")
+
+    def summary(self, report: Report) -> dict[str, Any]:
+        return {"notes": self.of(report)}
+
+    def markdown(self, report: Report) -> list[str]:
+        return ["", "### Notes", "", *(f"- {n}" for n in self.of(report))]
+
+    def implementation(self, report: Report, implementation: str) -> dict[str, Any]:
+        return {"notes": [f"{implementation}: {n}" for n in self.of(report)]}
+
+    def implementation_html(self, page: Mapping[str, Any]) -> str:
+        return section("Notes", esc("; ".join(page["notes"])), id="notes")
+
+    def files(self, report: Report) -> dict[str, str]:
+        return {"notes.txt": "\n".join(self.of(report))}
+
+
+def test_a_new_section_reaches_every_output_through_its_entries_alone(
+    report: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = _Notes()
+    monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS, notes))
+    monkeypatch.setattr(sections, "MARKDOWN", (*sections.MARKDOWN, notes))
+    with_notes = dataclasses.replace(report, parts=report.parts | {"notes": ["<b>one</b>"]})
+    files = rendered_pages(with_notes)
+
+    index = parse(files["index.html"])
+    main_sections = [c for c in index.one("main").children if isinstance(c, Node)]
+    assert main_sections[-1].attrs["id"] == "notes"  # last, as listed
+    assert [li.text for li in main_sections[-1].all("li")] == ["<b>one</b>"]  # escaped
+    assert index.one("nav").all("a")[-1].attrs["href"] == "#notes"
+    assert list(summary(with_notes))[-1] == "notes"
+    assert markdown(with_notes).endswith("### Notes\n\n- <b>one</b>\n")
+    assert files["notes.txt"] == "<b>one</b>"
+    page_name = page_names([t.implementation for t in report.targets])["nats-server"]
+    assert json.loads(files[f"{page_name}.json"])["notes"] == ["nats-server: <b>one</b>"]
+    page = parse(files[f"{page_name}.html"])
+    assert page.one("section", id="notes").text.endswith("nats-server: <b>one</b>")
+    listed = {
+        i["implementation"]: i["notes"] for i in implementations(with_notes)["implementations"]
+    }
+    assert listed["nats-server"] == ["nats-server: <b>one</b>"]
+
+
+def test_the_sections_have_distinct_names_and_each_output_lists_only_them() -> None:
+    names = [s.name for s in sections.SECTIONS]
+    assert len(set(names)) == len(names)
+    assert set(sections.MARKDOWN) <= set(sections.SECTIONS)
