@@ -278,7 +278,7 @@ def analyse(
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
         strips=version_strips,
     )
-    given = Given(spark, report, latest, latest_cases, latest_rows, unstable, baseline, problems)
+    given = Given(latest, latest_cases, latest_rows, unstable, baseline, problems)
     report.parts = sections.compute(given)
     latest_rows.unpersist()
     unstable.unpersist()

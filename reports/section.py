@@ -1,13 +1,14 @@
 """A section of the report: the one interface every part of it implements (``reports/sections/``).
 
 A section is one module: what it computes (``compute``, from what the analysis gives every
-section: ``Given``), its plain data (a dataclass, kept in ``Report.parts`` under its name), its
-HTML on index.html and on the implementation pages, and its place in the JSON and Markdown
-outputs. Each hook has a default that contributes nothing, so a section overrides only what it
-shows. Its CSS, if it has any, is a block of the packaged stylesheet ``reports/report.css``
-headed by a comment naming the section's module. ``reports.sections`` lists the sections in the
-order each output shows them; the modules that write the outputs (``html``, ``outputs``,
-``pages``) iterate those lists and name no section.
+section: ``Given``, never the whole history), its plain data (kept in ``Report.parts`` under its
+name), its HTML on index.html (and its link in the page's header) and on the implementation
+pages, its place in summary.json, summary.md, implementations.json and ``impl/<slug>.json``, and
+files of its own. Each hook has a default that contributes nothing, so a section overrides only
+what it shows. Its CSS, if it has any, is a block at the end of the packaged stylesheet
+``reports/report.css`` headed ``/* section: <module>.py */``. ``reports.sections`` lists the
+sections in the order each output shows them; the modules that write the outputs (``html``,
+``outputs``, ``pages``) iterate those lists and name no section.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from ..harness.gate import Baseline
 from .model import Report, Run
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
     from .ingest import RowProblem
 
@@ -43,11 +44,9 @@ class LatestCase(NamedTuple):
 class Given:
     """What the analysis gives every section to compute from: never the whole history."""
 
-    spark: SparkSession
-    report: Report  # the core: targets, matrix cells, version series (``parts`` not yet filled)
     runs: Sequence[Run]  # each target's latest run
     cases: Sequence[LatestCase]  # the rows of those runs, collected
-    latest: DataFrame  # the same rows in Spark, every column of the store
+    latest: DataFrame  # the same rows in Spark, every column of the store (and its session)
     unstable: DataFrame  # per target, version and case, where its runs disagree (analysis)
     baseline: Baseline  # the baseline the report judges the latest runs by, as the gate does
     problems: Sequence[RowProblem]  # every invalid row of the results read
@@ -69,8 +68,8 @@ class Section(Generic[D]):
     name: ClassVar[str]
 
     def compute(self, given: Given) -> D:
-        """Its data, from what the analysis gives (a section drawn from the core alone has
-        None)."""
+        """Its data, from what the analysis gives (None for a section drawn from the core alone:
+        each target's latest run, the matrix cells, the version series)."""
         raise NotImplementedError
 
     def of(self, report: Report) -> D:
