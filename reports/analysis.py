@@ -4,30 +4,24 @@ versions and flaky cases. Spark does the scans and joins; only small results rea
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from ..harness.gate import FAILING, FLAKY_MARK, GATING_LEVEL
+from ..harness.gate import FAILING, Baseline
 from ..harness.implementations import implementation
 from ..harness.results import LEVELS, OUTCOMES
-from . import coverage, strips
 from . import history as history_store
+from . import sections, strips
 from .model import (
-    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
-    Flaky,
     FlakyChange,
-    GateRow,
-    Observed,
-    Observer,
     Point,
     Report,
     Run,
@@ -35,21 +29,18 @@ from .model import (
     Varied,
     VersionChange,
 )
+from .section import Given, LatestCase
+from .strips import version_order
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from .ingest import RowProblem
     from .summary import Summaries
 
 SHOWN_PER_TARGET = 300  # failing cases and changes kept per target (the totals are exact)
 HISTORY_POINTS = 20  # runs shown in a case's history
-SHOWN_FLAKY = 500
 LEVEL_ORDER = {level: n for n, level in enumerate(LEVELS)}
-
-
-def version_order(version: str) -> tuple[int, ...]:
-    """Versions compare by their numbers: 2.9.10 < 2.10.25."""
-    return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
 def generated_micros() -> int:
@@ -115,41 +106,6 @@ def _cells(rows: list[tuple[str, str, str, str, str]]) -> list[Cell]:
     ]
 
 
-def behaviour(
-    rows: Iterable[tuple[str, str, str, str, str]],
-    latest: list[Run],
-    order: Callable[[str], Any],
-) -> list[Behaviour]:
-    """Pure: per info case, the implementations at their newest version (the strips' rule)
-    grouped by what they did, from (target, case id, group, outcome, observed) info rows of the
-    ``latest`` runs; cases where implementations diverge first. A skipped case observed nothing."""
-    newest: dict[str, tuple[str, str]] = {}  # target -> (implementation, its newest version)
-    for impl, versions in strips.columns(latest, order).items():
-        version, run = list(versions.items())[-1]
-        newest[run.target] = (impl, version)
-    cases: dict[str, tuple[str, dict[str, list[Observer]]]] = {}
-    for target, case_id, group, outcome, observed in rows:
-        if target not in newest or outcome == "skip":
-            continue
-        impl, version = newest[target]
-        seen = cases.setdefault(case_id, (group, defaultdict(list)))[1]
-        seen[observed].append(Observer(impl, version, target, outcome))
-    found = [
-        Behaviour(
-            case_id,
-            group,
-            tuple(
-                sorted(
-                    (Observed(observed, tuple(sorted(by))) for observed, by in seen.items()),
-                    key=lambda o: (-len(o.by), o.observed),
-                )
-            ),
-        )
-        for case_id, (group, seen) in cases.items()
-    ]
-    return sorted(found, key=lambda b: (not b.diverges, b.group, b.case_id))
-
-
 def _rows_of(spark: SparkSession, history: DataFrame, runs: list[Run], dates: Dates) -> DataFrame:
     """The rows of ``runs``, reading only the partitions they are in."""
     keys = [(r.target, r.run_id) for r in runs]
@@ -165,23 +121,6 @@ def _ranked(rows: DataFrame, order: list[Column], limit: int) -> DataFrame:
     return rows.withColumn("_n", F.row_number().over(window)).where(F.col("_n") <= limit)
 
 
-def _gate_rows(latest: DataFrame, listed: Iterable[str]) -> list[GateRow]:
-    """The rows of the latest runs the gate looks at (model.GateRow): few, whatever the runs."""
-    from pyspark.sql import functions as F
-
-    gating = (F.col("level") == GATING_LEVEL) | (F.col("category") == ROBUSTNESS)
-    passed = F.col("outcome") == "pass"
-    retried = passed & F.col("message").startswith(FLAKY_MARK)
-    ids = sorted(set(listed))
-    # A stale entry, or a flaky one that passed: the baseline tells which.
-    stale = passed & (F.col("case_id").isin(*ids) if ids else F.lit(False))
-    looked_at = F.col("outcome").isin(*FAILING) | retried | stale
-    columns = ("target", "target_version", "target_kind", "case_id", "group", "level", "category",
-               "outcome")  # fmt: skip
-    found = latest.where(gating & looked_at).select(*columns, retried.alias("retried"))
-    return [GateRow(*r) for r in found.orderBy("target", "case_id").collect()]
-
-
 def _level_rank() -> Column:
     from pyspark.sql import functions as F
 
@@ -192,14 +131,19 @@ def _level_rank() -> Column:
 
 
 def analyse(
-    spark: SparkSession, history: DataFrame, summaries: Summaries, listed: Iterable[str] = ()
+    spark: SparkSession,
+    history: DataFrame,
+    summaries: Summaries,
+    baseline: Baseline,
+    problems: Sequence[RowProblem] = (),
 ) -> Report:
     """The report on ``history`` (the store's rows) and its ``summaries``: runs, flaky cases and
     version series come from the summaries; the rest reads only the partitions of the runs it
     needs (each target's latest, previous and recent runs). A difference at a version whose
     runs disagree on the case is no change (against the previous run or between versions): it
-    is reported with the flaky cases. ``listed``: the case ids a baseline lists, whose passes
-    the gate looks at (``gate_rows``)."""
+    is reported with the flaky cases. Then each section computes its part (``reports.sections``)
+    from the core and the latest rows; ``baseline``: the one the report judges the latest runs
+    by, as the gate does; ``problems``: the invalid rows of the results read."""
     from pyspark.sql import functions as F
 
     runs, dates = _runs(summaries.runs)
@@ -225,16 +169,12 @@ def analyse(
         "target", "case_id", "group", "level", "outcome", "category",
         F.when(is_info, F.col("observed")).alias("observed"),
     ).collect()  # fmt: skip
+    latest_cases = [LatestCase(*r) for r in latest_cases]
     outcomes = [(r[0], r[1], r[2], r[3], r[4]) for r in latest_cases]
     cells = _cells([o for o, r in zip(outcomes, latest_cases, strict=True) if r[5] == CONFORMANCE])
     robustness = Counter(
         r.target for r in latest_cases if r.category == ROBUSTNESS and r.outcome in FAILING
     )
-    observations = [
-        (r.target, r.case_id, r.group, r.outcome, r.observed)
-        for r in latest_cases
-        if r.level == "info"
-    ]
 
     failing = latest_rows.where(F.col("outcome").isin(*FAILING))
     failures: dict[str, list[Failure]] = defaultdict(list)
@@ -292,8 +232,6 @@ def analyse(
             changes[r.target].append(
                 Change(r.case_id, r.group, r.level, r.before, r.outcome, r.message)
             )
-    gate_rows = _gate_rows(latest_rows, listed)
-    latest_rows.unpersist()
     recent = [run for target_runs in runs.values() for run in target_runs[-HISTORY_POINTS:]]
     history_points = _case_history(
         spark, _rows_of(spark, history, recent, dates), failures, changes
@@ -330,23 +268,21 @@ def analyse(
     version_strips = strips.without_noise(
         strips.strips(outcomes, latest, version_order), series["flaky_changes"]
     )
-    flaky, flaky_total = _flaky(unstable)
-    unstable.unpersist()
-    return Report(
+    report = Report(
         generated=_iso(generated_micros()),
         targets=targets,
         cells=cells,
         groups=sorted({c.group for c in cells}),
         **series,
-        flaky=flaky,
-        flaky_total=flaky_total,
         runs_total=sum(len(r) for r in runs.values()),
         rows_total=sum(run.rows for target_runs in runs.values() for run in target_runs),
-        coverage=coverage.bundled_coverage((t, c, o) for t, c, _, _, o in outcomes),
         strips=version_strips,
-        behaviour=behaviour(observations, latest, version_order),
-        gate_rows=gate_rows,
     )
+    given = Given(latest, latest_cases, latest_rows, unstable, baseline, problems)
+    report.parts = sections.compute(given)
+    latest_rows.unpersist()
+    unstable.unpersist()
+    return report
 
 
 def _case_history(
@@ -527,38 +463,3 @@ def _unstable(cases: DataFrame) -> DataFrame:
         )
         .where(F.col("outcome_varies") | F.col("observation_varies"))
     )
-
-
-def _flaky(flaky: DataFrame) -> tuple[list[Flaky], int]:
-    """The flaky cases (``_unstable``): runs of one target at one version disagree on the
-    outcome or the observation."""
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    counted = Observation("flaky")
-    shown = (
-        flaky.observe(counted, F.count(F.lit(1)).alias("total"))
-        .orderBy("target", "case_id")
-        .limit(SHOWN_FLAKY)
-        .collect()
-    )
-    total = counted.get["total"]
-    return [
-        Flaky(
-            r.target,
-            r.target_version,
-            r.case_id,
-            r.level,
-            tuple(sorted(o for o in OUTCOMES if r[o])),
-            r.runs,
-            tuple(
-                what
-                for what, varies in (
-                    ("outcome", r.outcome_varies),
-                    ("observation", r.observation_varies),
-                )
-                if varies
-            ),
-        )
-        for r in shown
-    ], total

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -19,17 +19,14 @@ from typing import Any
 
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.results import LEVELS, OUTCOMES
-from . import report_gate
-from .analysis import version_order
 from .model import (
     Counts,
-    Flaky,
-    FlakyChange,
     Report,
     TargetReport,
 )
+from .section import Index, Section
+from .strips import version_order
 
-CLIENT_KIND = "client"
 # Styles from the report itself (its one stylesheet) and inline (a page's filter rules) only.
 CSP = "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src data:"
 STYLESHEET = "report.css"  # packaged beside this module, written once at the report's root
@@ -44,12 +41,9 @@ BANDS = (
     ("s-low", 0.0, "< 50%"),
 )
 NO_SCORE = ("s-none", "nothing judged")
-CHART_LABEL_CHARS = 38
-OPEN_FIRST_FAILURES = 12  # an implementation's first-failure list starts open up to this length
 SLUG_MAX = 100  # characters of a file name taken from a target or implementation (ASCII)
 OBSERVED_SHOWN = 600  # characters of an observation a page shows (the JSON files have it whole)
 
-LevelCounts = Mapping[str, Counts]
 Links = Mapping[str, str]  # target -> the address of its place on its implementation's page
 Filters = Mapping[str, Mapping[str, str]]  # filter -> value -> the option value rows carry
 
@@ -107,6 +101,11 @@ def unique_slugs(names: Sequence[str]) -> dict[str, str]:
         name: slug + (f"-{sorted(taken[slug]).index(name) + 1}" if len(taken[slug]) > 1 else "")
         for name, slug in slugs.items()
     }
+
+
+def badge_names(targets: list[str]) -> dict[str, str]:
+    """A badge's file name per target: readable, and unique even when two targets slug alike."""
+    return {target: slug + ".json" for target, slug in unique_slugs(targets).items()}
 
 
 def by_version(target: TargetReport) -> tuple[tuple[int, ...], str]:
@@ -216,225 +215,12 @@ def shown_of(shown: int, total: int, noun: str) -> str:
     return counted if shown >= total else f"showing {shown} of {counted}"
 
 
-# --- the matrix ------------------------------------------------------------------------------
-
-
-def level_counts(report: Report) -> dict[tuple[str, str], dict[str, Counts]]:
-    """(target, group) -> level -> counts of the target's latest run."""
-    found: dict[tuple[str, str], dict[str, Counts]] = defaultdict(dict)
-    for cell in report.cells:
-        levels = found[(cell.target, cell.group)]
-        levels[cell.level] = levels.get(cell.level, Counts()) + cell.counts
-    return found
-
-
-def matrix_groups(report: Report, targets: Sequence[TargetReport]) -> list[str]:
-    """The groups the matrix rows ran (interop-only groups excluded). A family of groups
-    (``protocol.*``) is placed by the first row that ran it, so servers' columns come first."""
-    row_of = {t.run.target: i for i, t in enumerate(targets)}
-    first_row: dict[str, int] = {}
-    for cell in report.cells:
-        if cell.target in row_of:
-            family = group_family(cell.group)[0]
-            first_row[family] = min(first_row.get(family, len(row_of)), row_of[cell.target])
-    present = {c.group for c in report.cells if c.target in row_of}
-    return sorted(present, key=lambda g: (first_row[group_family(g)[0]], g))
-
-
-def group_family(group: str) -> tuple[str, str]:
-    """'protocol.pub' -> ('protocol', 'pub'): the matrix header has a row per part."""
-    family, _, rest = group.partition(".")
-    return family, rest or family
-
-
-def matrix_head(groups: Sequence[str]) -> str:
-    families: list[tuple[str, int]] = []
-    for group in groups:
-        family = group_family(group)[0]
-        if families and families[-1][0] == family:
-            families[-1] = (family, families[-1][1] + 1)
-        else:
-            families.append((family, 1))
-    top = tag("th", "Target", rowspan=2, class_="tname") + tag("th", "Must", rowspan=2)
-    top += tag("th", "Robustness", rowspan=2, title="failures: a crash or a hang")
-    top += "".join(tag("th", esc(f), colspan=n, class_="family") for f, n in families)
-    sub = "".join(tag("th", breakable(group_family(g)[1]), title=g, scope="col") for g in groups)
-    return tag("thead", tag("tr", top) + tag("tr", sub))
-
-
-def matrix_cell(group: str, levels: LevelCounts) -> str:
-    if not levels:
-        return tag("td", "·", class_="na", title=f"{group}: not run")
-    total = sum(levels.values(), Counts())
-    must = levels.get("must", Counts())
-    # Coloured by the must score; a group without judged must cases by its overall score.
-    shown = must if must.judged else total
-    title = "\n".join(
-        [f"{group} — must {fraction(must)}"]
-        + [f"{lv}: {counts_title(levels[lv])}" for lv in ordered_levels(levels)]
-    )
-    headline = fraction(must) if must.judged else "—"
-    body = tag("span", esc(headline), class_="frac") + counts_line(total)
-    return tag("td", body, class_=f"cell {score_class(shown.score)}", title=title)
-
-
-def robustness_cell(failures: int) -> str:
-    """A target's robustness failures (crashes, hangs): red when there is one."""
-    return tag(
-        "td",
-        str(failures),
-        class_=f"cell robust {'s-low' if failures else 's-full'}",
-        title=f"{plural(failures, 'robustness failure')} (not in the scores)",
-    )
-
-
-def target_label(target: TargetReport, links: Links) -> str:
-    link = tag("a", breakable(target.run.target), href=links[target.run.target])
-    return link + tag("span", esc(f"{target.run.version} · {target.run.kind}"), class_="sub")
-
-
-def headline(counts: Counts) -> str:
-    body = (
-        tag("span", esc(fraction(counts)), class_="frac")
-        + bar(counts.score)
-        + tag("span", percent(counts.score), class_="pct")
-    )
-    return tag("td", body, class_=f"headline {score_class(counts.score)}")
-
-
-def matrix_bands(targets: Sequence[TargetReport]) -> list[tuple[str, list[TargetReport]]]:
-    """Servers and clients, read separately: their groups barely overlap."""
-    bands = (
-        ("Servers", [t for t in targets if t.run.kind != CLIENT_KIND]),
-        ("Clients", [t for t in targets if t.run.kind == CLIENT_KIND]),
-    )
-    return [(title, members) for title, members in bands if members]
-
-
-def matrix(
-    report: Report,
-    bands: Sequence[tuple[str, list[TargetReport]]],
-    links: Links,
-    filters: Filters,
-) -> str:
-    targets = [t for _, members in bands for t in members]
-    groups = matrix_groups(report, targets)
-    cells = level_counts(report)
-    width = len(groups) + 3
-    bodies = []
-    for title, members in bands:
-        rows = [tag("tr", tag("th", esc(title), colspan=width, class_="band"))]
-        for t in members:
-            row_cells = "".join(matrix_cell(g, cells.get((t.run.target, g), {})) for g in groups)
-            rows.append(
-                tag(
-                    "tr",
-                    tag("th", target_label(t, links), scope="row")
-                    + headline(t.must)
-                    + robustness_cell(t.robustness)
-                    + row_cells,
-                    data_i=filters["impl"][t.implementation],
-                )
-            )
-        bodies.append(tag("tbody", "".join(rows)))
-    if not bodies:
-        bodies.append(tag("tbody", tag("tr", tag("td", "No targets in this report.", colspan=2))))
-    return tag(
-        "div", tag("table", matrix_head(groups) + "".join(bodies), id="matrix"), class_="scroll"
-    )
-
-
-def pair_of(target: str) -> tuple[str, str]:
-    """'client:a->client:b' -> (sender, receiver)."""
-    sender, _, receiver = target.partition("->")
-    return sender, receiver
-
-
 def must_class(failing: int, passed: int) -> str:
     """Failing a must case is red whatever the score; passing every judged must case is green;
     nothing judged is grey."""
     if failing:
         return "s-low"
     return "s-full" if passed else NO_SCORE[0]
-
-
-def interop_grid(targets: Sequence[TargetReport], links: Links) -> str:
-    """Senders down, receivers across; a cell is the pair's must cases passed of judged,
-    coloured by must failures."""
-    pairs = {pair_of(t.run.target): t for t in targets}
-    senders = sorted({s for s, _ in pairs})
-    receivers = sorted({r for _, r in pairs})
-    head = tag("th", "sender ↓ / receiver →", class_="tname") + "".join(
-        tag("th", breakable(r), scope="col") for r in receivers
-    )
-    rows = []
-    for sender in senders:
-        cells = []
-        for receiver in receivers:
-            pair = pairs.get((sender, receiver))
-            if pair is None:
-                cells.append(tag("td", "·", class_="na", title="not run"))
-                continue
-            must = pair.must
-            text = fraction(must) if must.judged else "—"
-            link = tag("a", esc(text), href=links[pair.run.target])
-            title = (
-                f"{pair.run.target} ({pair.run.version})\nmust: {counts_title(must)}\n"
-                f"all levels: {counts_title(pair.totals)}"
-            )
-            cls = must_class(must.failed + must.errored, must.passed)
-            cells.append(tag("td", link, class_=f"cell {cls}", title=title))
-        rows.append(tag("tr", tag("th", breakable(sender), scope="row") + "".join(cells)))
-    return tag(
-        "div",
-        tag("table", tag("thead", tag("tr", head)) + tag("tbody", "".join(rows)), id="interop"),
-        class_="scroll",
-    )
-
-
-def shorten(text: str, limit: int = CHART_LABEL_CHARS) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def must_chart(targets: Sequence[TargetReport]) -> str:
-    """One horizontal bar per target: its must score."""
-    row_h, label_w, bar_w, value_w = 20, 280, 320, 130
-    parts = []
-    for i, t in enumerate(targets):
-        y = i * row_h
-        score = t.must.score
-        label = tag("title", esc(t.run.target)) + esc(shorten(t.run.target))
-        parts.append(
-            tag("text", label, x=label_w - 8, y=y + 14, class_="label")
-            + tag("rect", "", x=label_w, y=y + 5, width=bar_w, height=10, class_="bar-bg")
-            + tag(
-                "rect",
-                "",
-                x=label_w,
-                y=y + 5,
-                width=0 if score is None else round(score * bar_w),
-                height=10,
-                class_=f"bar-fg {score_class(score)}",
-            )
-            + tag(
-                "text",
-                esc(f"{fraction(t.must)}  {percent(score)}"),
-                x=label_w + bar_w + 8,
-                y=y + 14,
-                class_="value",
-            )
-        )
-    width, height = label_w + bar_w + value_w, max(len(targets), 1) * row_h
-    return tag(
-        "svg",
-        "".join(parts),
-        class_="chart",
-        width=width,
-        height=height,
-        viewBox=f"0 0 {width} {height}",
-        role="img",
-        aria_label="Must score per target",
-    )
 
 
 # --- evidence ------------------------------------------------------------------------------------
@@ -455,133 +241,7 @@ def requirement(req: object) -> str:
 # --- cross-target sections -------------------------------------------------------------------
 
 
-def flaky_cases(items: Sequence[Flaky], total: int, changes: Sequence[FlakyChange]) -> str:
-    """The cases whose runs of one target at one version disagree, then the differences between
-    versions that such a case makes unconfirmed (not version changes)."""
-    if not total:
-        return muted(
-            "No case changed its outcome or observation between runs of one target at one version."
-        )
-    rows = (
-        row(
-            esc(f.target),
-            esc(f.version),
-            tag("code", esc(f.case_id)),
-            esc(f.level),
-            " ".join(badge(o) for o in f.outcomes),
-            esc(" and ".join(f.varied)),
-            str(f.runs),
-        )
-        for f in items
-    )
-    note = tag("p", esc(shown_of(len(items), total, "flaky case") + "."))
-    body = note + table(
-        ("target", "version", "case", "level", "outcomes", "varied", "runs"), rows, class_="small"
-    )
-    if changes:
-        body += tag(
-            "p",
-            esc(
-                f"{plural(len(changes), 'difference')} between versions not confirmed: at the "
-                "version(s) named, the runs disagree on the case, so it is not a version change."
-            ),
-        ) + table(
-            ("implementation", "case", "level", "before", "after", "runs disagree"),
-            (
-                row(
-                    esc(f.change.implementation),
-                    tag("code", esc(f.change.case_id)),
-                    esc(f.change.level),
-                    *(
-                        tag("strong", esc(version)) + " " + badge(outcome)
-                        for version, outcome in (
-                            (f.change.before_version, f.change.before_outcome),
-                            (f.change.after_version, f.change.after_outcome),
-                        )
-                    ),
-                    esc("; ".join(f"at {u.version}: {' and '.join(u.varied)}" for u in f.unstable)),
-                )
-                for f in changes
-            ),
-            class_="small",
-        )
-    return body
-
-
-def invalid_rows(report: Report) -> str:
-    if not report.invalid_total and not report.invalid_rows:
-        return ""
-    total = max(report.invalid_total, len(report.invalid_rows))
-    listed = (
-        f" (the first {len(report.invalid_rows)} are listed)"
-        if len(report.invalid_rows) < total
-        else ""
-    )
-    body = tag(
-        "p",
-        tag("strong", esc(f"Rows that break the results schema: {total}"))
-        + esc(f"{listed}. They are left out of every count in this report."),
-    ) + tag("ul", "".join(tag("li", tag("code", esc(line))) for line in report.invalid_rows))
-    return section("Invalid rows", body, id="invalid", class_="alert")
-
-
-GATE_SHOWN = 500  # rows per verdict the gate section lists (the counts are exact)
-# How the gate section says each verdict (harness.gate.Verdict values).
-GATE_SAID = {
-    "unexpected": "gates: not in the baseline",
-    "stale": "gates: the baseline lists it, but it passes (the baseline is stale)",
-    "expected": "baselined",
-    "flaky": "flaky: passed after failing when run again, or a pass of a case the baseline "
-    "marks flaky",
-}
-
-
-def gate_section(report: Report) -> str:
-    """The gate over each target's latest run under the baseline the report was given: the exit
-    code it gives, then what gates, what the baseline lists (with the entry's class) and what is
-    flaky, case by case: the exit code is explained here, not only on a console."""
-    counted = {verdict: [g for g in report.gate if g.verdict == verdict] for verdict in GATE_SAID}
-    code = report_gate.exit_code(report.gate)
-    classes = Counter(g.entry_class for g in counted["expected"])
-    said = (
-        f"The gate gives exit {code} for the latest run of each target: "
-        f"{len(counted['unexpected'])} unexpected failure(s) and {len(counted['stale'])} stale "
-        f"baseline entr{'y' if len(counted['stale']) == 1 else 'ies'} gate; "
-        f"{len(counted['expected'])} baselined failure(s)"
-        + (f" ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})" if classes else "")
-        + f" and {len(counted['flaky'])} flaky case(s) do not. Only a must case, or a crash or "
-        "hang on any case, can gate."
-    )
-    tables = ""
-    for verdict, what in GATE_SAID.items():
-        found = counted[verdict]
-        if not found:
-            continue
-        body = [
-            row(
-                breakable(g.row.target),
-                tag("code", esc(g.row.case_id)),
-                esc(g.row.level),
-                badge(g.row.outcome),
-                esc(g.entry or what),
-            )
-            for g in found[:GATE_SHOWN]
-        ]
-        rows = table(("target", "case", "level", "outcome", "why"), body, class_="small")
-        title = esc(f"{what}: " + shown_of(len(body), len(found), "case"))
-        opened = "" if verdict in ("unexpected", "stale") else None  # what gates shows open
-        tables += tag(
-            "details", tag("summary", title) + tag("div", rows, class_="scroll"), open=opened
-        )
-    return section(
-        f"The gate: exit {code}",
-        tag("p", esc(said)) + tables,
-        id="gate",
-        class_="alert" if code else None,
-    )
-
-
-def header(report: Report) -> str:
+def header(report: Report, sections: Sequence[Section[Any]]) -> str:
     stats = (
         ("targets", len(report.targets)),
         ("runs", report.runs_total),
@@ -592,48 +252,14 @@ def header(report: Report) -> str:
         tag("div", tag("b", esc(f"{value:,}")) + tag("span", esc(name)), class_="stat")
         for name, value in stats
     )
-    nav = " · ".join(
-        tag("a", esc(text), href=f"#{anchor}")
-        for anchor, text in (
-            ("gate", "The gate"),
-            ("what-fails", "What fails"),
-            ("robustness", "Robustness"),
-            ("matrix", "Matrix"),
-            ("interop-section", "Interop"),
-            ("flaky", "Flaky cases"),
-        )
-    )
-    nav += " · " + tag("a", "Behaviour where the documents are silent", href="behaviour.html")
-    if report.coverage:
-        nav += " · " + tag("a", "Requirement coverage", href="coverage.html")
+    links = [link for s in sections if (link := s.nav(report))]
+    nav = " · ".join(tag("a", esc(text), href=address) for address, text in links)
     return tag(
         "header",
         tag("h1", "NATS conformance report")
         + tag("p", "Generated " + tag("time", esc(report.generated)), class_="muted")
         + tag("div", cards, class_="stats")
         + tag("nav", nav),
-    )
-
-
-def legend() -> str:
-    bands = [*((cls, text) for cls, _, text in BANDS), NO_SCORE]
-    swatches = "".join(tag("span", esc(text), class_=f"chip {cls}") for cls, text in bands)
-    outcomes = "".join(
-        tag("span", tag("span", "", class_=f"sq {outcome_class(o)}") + esc(o), class_="key")
-        for o in OUTCOMES
-    )
-    counts = tag(
-        "span", "".join(tag("span", o, class_=outcome_class(o)) for o in OUTCOMES), class_="cnt"
-    )
-    return tag(
-        "div",
-        tag("span", "Score:", class_="lt")
-        + swatches
-        + tag("span", "Outcomes:", class_="lt")
-        + outcomes
-        + tag("span", "Cell counts:", class_="lt")
-        + counts,
-        class_="legend",
     )
 
 
@@ -668,21 +294,16 @@ def filter_values(rows: Sequence[Mapping[str, Any]], report: Report) -> dict[str
 
 
 INDEX_LEVELS = ("must", "should")  # failing levels index.html lists (pages have every level)
-FILTER_LABELS = {"level": "Level", "group": "Group", "impl": "Implementation"}
 
 
-def filter_form(filters: Filters) -> str:
-    """Selects whose choice hides rows through CSS ``:has()``: no script (see reports/README)."""
-    selects = []
-    for name, values in filters.items():
-        options = tag("option", "all", value="", selected=None if name == "level" else "")
-        options += "".join(
-            tag("option", esc(label), value=value, selected="" if value == "must" else None)
-            for label, value in values.items()
-        )
-        select = tag("select", options, id=f"f-{name}")
-        selects.append(tag("label", esc(FILTER_LABELS[name]) + " " + select))
-    return tag("form", "".join(selects), class_="filter")
+def index_failing(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The failing rows index.html lists and filters: conformance failures at INDEX_LEVELS (a
+    robustness failure has a section of its own)."""
+    return [
+        r
+        for r in rows
+        if r["failure"]["level"] in INDEX_LEVELS and r["failure"]["category"] != ROBUSTNESS
+    ]
 
 
 def filter_style(filters: Filters) -> str:
@@ -696,160 +317,22 @@ def filter_style(filters: Filters) -> str:
     )
 
 
-def failing_table(rows: Sequence[Mapping[str, Any]], filters: Filters) -> str:
-    if not rows:
-        return muted("No case fails in the latest runs.")
-    body = []
-    for r in rows:
-        f = r["failure"]
-        at = f["at"]
-        upstream = next((a["upstream"] for a in at if a["upstream"]), None)
-        evidence = f"{r['page']}#{r['anchor']}"
-        versions = ", ".join(a["version"] for a in at)
-        body.append(
-            tag(
-                "tr",
-                tag("td", tag("a", esc(r["implementation"]), href=r["page"]))
-                + tag("td", tag("a", tag("code", esc(f["case_id"])), href=evidence))
-                + tag("td", esc(f["level"]), class_=f"lvl {level_class(f['level'])}")
-                + tag("td", badge(at[0]["outcome"]) + esc(" " + versions))
-                + tag("td", esc(since_text(f["since"])))
-                + tag("td", upstream_link(upstream) if upstream else ""),
-                data_i=filters["impl"][r["implementation"]],
-                data_g=filters["group"][f["group"]],
-                data_l=f["level"] if f["level"] in LEVELS else "other",
-            )
-        )
-    headers = ("implementation", "case", "level", "failing at", "since", "known")
-    return tag("div", table(headers, body, class_="small flt", id="failing-table"), class_="scroll")
-
-
-def robustness_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Every robustness failure (a crash or a hang, at any level) of the latest runs."""
-    if not rows:
-        return muted("No implementation crashed or hung in the latest runs.")
-    body = [
-        row(
-            tag("a", esc(r["implementation"]), href=r["page"]),
-            tag("a", tag("code", esc(r["failure"]["case_id"])), href=f"{r['page']}#{r['anchor']}"),
-            esc(r["failure"]["level"]),
-            badge(r["failure"]["at"][0]["outcome"])
-            + esc(" " + ", ".join(a["version"] for a in r["failure"]["at"])),
-        )
-        for r in rows
-    ]
-    headers = ("implementation", "case", "level", "failing at")
-    return tag("div", table(headers, body, class_="small", id="robustness-table"), class_="scroll")
-
-
-def failing_summary(rows: Sequence[Mapping[str, Any]]) -> str:
-    """One line per implementation with a failure: the first thing a reader wants, before the
-    cases. A regression is a case that passed at an earlier version or run."""
-    per: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        f = r["failure"]
-        line = per.setdefault(
-            r["implementation"],
-            {"page": r["page"], "must": 0, "regressed": 0, "should": 0, "upstream": 0},
-        )
-        line[f["level"]] += 1
-        if f["level"] == "must" and f["since"] and f["since"]["passed_before"]:
-            line["regressed"] += 1
-        line["upstream"] += any(a["upstream"] for a in f["at"])
-    order = sorted(per.items(), key=lambda kv: (-kv[1]["must"], -kv[1]["should"], kv[0]))
-    body = [
-        row(
-            tag("a", esc(name), href=line["page"]),
-            tag("span", str(line["must"]), class_="o-fail" if line["must"] else ""),
-            str(line["regressed"]),
-            str(line["should"]),
-            str(line["upstream"]),
-        )
-        for name, line in order
-    ]
-    headers = ("implementation", "must failing", "must regressions", "should failing",
-               "known upstream")  # fmt: skip
-    return table(headers, body, class_="small", id="failing-summary")
-
-
-def newest_versions(targets: Sequence[TargetReport]) -> list[TargetReport]:
-    """Each implementation's target at its newest version (its page has the others)."""
-    newest: dict[str, TargetReport] = {}
-    for target in sorted(targets, key=by_version):
-        newest[target.implementation] = target
-    return sorted(newest.values(), key=lambda t: t.run.target)
-
-
-def render(report: Report, links: Links, failing: Sequence[Mapping[str, Any]]) -> str:
-    """index.html: what fails (must first, filtered by level, group and implementation), the
-    matrix and the interop grid; each implementation has a page of its own (reports.pages)."""
-    bands = matrix_bands(newest_versions([t for t in report.targets if not t.interop]))
-    interop_targets = [t for t in report.targets if t.interop]
-    robustness = [r for r in failing if r["failure"]["category"] == ROBUSTNESS]
-    failing = [
-        r
-        for r in failing
-        if r["failure"]["level"] in INDEX_LEVELS and r["failure"]["category"] != ROBUSTNESS
-    ]
-    filters = filter_values(failing, report)
-    must_rows = [r for r in failing if r["failure"]["level"] == "must"]
-    impls = plural(len({r["implementation"] for r in must_rows}), "implementation")
-    main = (
-        invalid_rows(report)
-        + gate_section(report)
-        + section(
-            "What fails",
-            muted(
-                f"{len(must_rows)} must case(s) fail across {impls} in the latest runs of their "
-                "versions; each row links to its evidence. The filter starts at must; should "
-                "failures are one choice away, may failures are on each implementation's "
-                "page; info cases never fail: what implementations did there is compared in "
-                "the behaviour view. Crashes and hangs are robustness failures, listed apart. "
-                "The implementation filter applies to the matrix too."
-            )
-            + failing_summary(failing)
-            + filter_form(filters)
-            + failing_table(failing, filters),
-            id="what-fails",
-        )
-        + section(
-            "Robustness failures",
-            muted(
-                f"{len(robustness)} case(s) where an implementation crashed or hung, whatever "
-                "the level; they are not in the conformance scores."
-            )
-            + robustness_table(robustness),
-            id="robustness",
-        )
-        + section(
-            "Compliance matrix",
-            muted(
-                "Each implementation at its newest version (its page has every version and the "
-                "version strip). A cell shows the must cases passed of judged (— when none was "
-                "judged) and the counts across all levels; hover for the breakdown. Scores count "
-                "conformance rows only; robustness failures have their own column."
-            )
-            + legend()
-            + tag("div", matrix(report, bands, links, filters), class_="flt")
-            + tag("h3", "Must score per target")
-            + must_chart([t for _, members in bands for t in members]),
-        )
-        + section(
-            "Interoperability",
-            muted("Each cell: the pair's must cases passed of judged; red when a must case fails.")
-            + interop_grid(interop_targets, links)
-            if interop_targets
-            else muted("No interop pairs in this report."),
-            id="interop-section",
-        )
-        + section(
-            "Flaky cases",
-            flaky_cases(report.flaky, report.flaky_total, report.flaky_changes),
-            id="flaky",
-        )
-    )
+def render(
+    report: Report,
+    links: Links,
+    failing: Sequence[Mapping[str, Any]],
+    sections: Sequence[Section[Any]],
+) -> str:
+    """index.html: its header, then the ``sections`` in order (reports.sections: the gate, what
+    fails, the matrix...); ``failing``: a row per (implementation, failing case) of the
+    implementation pages (reports.pages), which the page's filter applies to."""
+    filters = filter_values(index_failing(failing), report)
+    page = Index(report, links, failing, filters)
+    main = "".join(s.index(page) for s in sections)
     return document(
-        "NATS conformance report", header(report) + tag("main", main), filter_style(filters)
+        "NATS conformance report",
+        header(report, sections) + tag("main", main),
+        filter_style(filters),
     )
 
 
@@ -879,54 +362,3 @@ def document(title: str, body: str, style: str = "", root: str = "") -> str:
         )
         + "\n"
     )
-
-
-# --- requirement coverage ------------------------------------------------------------------------
-
-COVERAGE_WORDS = 240  # characters of a statement's words shown (the index has them all)
-
-
-def render_coverage(report: Report) -> str:
-    """coverage.html: per document, the statements no case exercises first, then each statement
-    with its cases and their rows' outcomes summed over the targets (coverage.json: per target)."""
-    documents = report.coverage.get("documents", {})
-    assert isinstance(documents, dict)
-    body = tag("h1", "Requirement coverage") + muted(
-        f"Generated {report.generated}. A statement of the specification documents is exercised "
-        "when a vector cites it; its outcomes are the rows of those vectors in each target's "
-        "latest run. coverage.json has the counts per target."
-    )
-    body += tag("p", tag("a", "Back to the compliance report", href="index.html"))
-    for name, doc in sorted(documents.items()):
-        rows = (
-            row(
-                tag("code", esc(r["id"])),
-                esc(r["kind"]),
-                esc(_cut(r["words"], COVERAGE_WORDS)),
-                str(len(r["cases"])) if r["cases"] else tag("strong", "none"),
-                _outcome_totals(r["outcomes"]),
-            )
-            for r in doc["rows"]
-        )
-        summary = f"{doc['exercised']} of {plural(doc['statements'], 'statement')} exercised"
-        body += section(
-            name,
-            muted(summary)
-            + table(("statement", "kind", "words", "cases", "rows"), rows, class_="small"),
-            id=f"doc-{name}",
-        )
-    return document("NATS conformance: requirement coverage", tag("main", body))
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit] + "…"
-
-
-def _outcome_totals(per_target: dict[str, dict[str, int]]) -> str:
-    totals: dict[str, int] = defaultdict(int)
-    for counts in per_target.values():
-        for outcome, n in counts.items():
-            totals[outcome] += n
-    if not totals:
-        return tag("span", "no rows", class_="muted")
-    return " ".join(f"{badge(o)} {n}" for o, n in sorted(totals.items()))

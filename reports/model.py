@@ -145,20 +145,6 @@ class VersionChange:
 
 
 @dataclass(frozen=True)
-class Flaky:
-    """A case whose runs of one target at one version disagree, on the outcome or on what was
-    observed (``varied``: ``outcome``, ``observation`` or both)."""
-
-    target: str
-    version: str
-    case_id: str
-    level: str
-    outcomes: tuple[str, ...]
-    runs: int
-    varied: tuple[str, ...] = ("outcome",)
-
-
-@dataclass(frozen=True)
 class Varied:
     """At one version, what the runs of the target judging it disagree on."""
 
@@ -200,67 +186,6 @@ class Strip:
     stable: dict[str, int]  # outcome -> cases with that outcome at every version
 
 
-@dataclass(frozen=True, order=True)
-class Observer:
-    """An implementation (at its newest version) that made an observation of an info case."""
-
-    implementation: str
-    version: str
-    target: str
-    outcome: str
-
-
-@dataclass(frozen=True)
-class Observed:
-    """One distinct observation of a case and the implementations that made it."""
-
-    observed: str  # canonical text (conformance.verdicts.observation), "" for nothing observed
-    by: tuple[Observer, ...]
-
-
-@dataclass(frozen=True)
-class Behaviour:
-    """An info case (the documents are silent, nobody is judged): the implementations grouped by
-    what they did; where they diverge, interoperability breaks."""
-
-    case_id: str
-    group: str
-    observations: tuple[Observed, ...]  # most implementations first
-
-    @property
-    def diverges(self) -> bool:
-        return len(self.observations) > 1
-
-
-@dataclass(frozen=True)
-class GateRow:
-    """A row of a target's latest run the gate looks at: a failure that can gate (a must case's,
-    a crash's or a hang's), such a case that passed after failing (``retried``: the harness's
-    flaky rows), or a pass of a case the baseline lists."""
-
-    target: str
-    version: str
-    kind: str
-    case_id: str
-    group: str
-    level: str
-    category: str
-    outcome: str
-    retried: bool = False
-
-
-@dataclass(frozen=True)
-class Gated:
-    """What the gate made of a GateRow (``reports.report_gate``): its verdict (a value of
-    harness.gate.Verdict other than ok) and, for a case the baseline lists, the entry in words
-    and its class."""
-
-    row: GateRow
-    verdict: str
-    entry: str = ""
-    entry_class: str = ""  # deviation, upstream-bug or flaky
-
-
 @dataclass
 class TargetReport:
     run: Run
@@ -291,25 +216,15 @@ class Report:
     groups: list[str]
     first_failures: list[FirstFailure]
     version_changes: list[VersionChange]
-    flaky: list[Flaky]
-    flaky_total: int
     runs_total: int
     rows_total: int
     rows_added: int = 0
-    invalid_rows: list[str] = field(default_factory=list)
-    invalid_total: int = 0
     details: dict[tuple[str, str, str], dict[str, object]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per pipeline stage
-    # Requirement coverage of the latest runs (reports.coverage), {} when not computed.
-    coverage: dict[str, object] = field(default_factory=dict)
     strips: list[Strip] = field(default_factory=list)  # per implementation (reports.strips)
     # (target, case id) -> the URL of the implementation's bug report its baseline entry names.
     upstream: dict[tuple[str, str], str] = field(default_factory=dict)
-    behaviour: list[Behaviour] = field(default_factory=list)  # info cases (reports.behaviour)
     # Differences between versions at a version whose runs disagree: flaky, not version changes.
     flaky_changes: list[FlakyChange] = field(default_factory=list)
-    # The rows of each target's latest run the gate looks at (analysis), and its verdicts on
-    # them by the run's baseline (reports.report_gate): which failures gate, which are baselined and
-    # flaky, and so the exit code the gate gives these runs.
-    gate_rows: list[GateRow] = field(default_factory=list)
-    gate: list[Gated] = field(default_factory=list)
+    # Each section's data by its name (reports.sections: Section.compute, read by Section.of).
+    parts: dict[str, object] = field(default_factory=dict)

@@ -17,14 +17,13 @@ from typing import Any
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.gate import FAILING
 from ..harness.results import INTEROP_KIND
-from . import details, html, strips
+from . import details, html, sections, strips
 from .model import (
     FirstFailure,
     Point,
     Report,
     Strip,
     TargetReport,
-    VersionChange,
 )
 
 FORMAT = "nats-conformance-implementation/1"
@@ -173,27 +172,6 @@ def failure_order(failure: Mapping[str, Any]) -> tuple[bool, int, str, str]:
     )
 
 
-def version_change(v: VersionChange) -> dict[str, Any]:
-    """A change between consecutive versions: what changed (outcome, observation or both) and
-    the outcome and observation on each side."""
-    return {
-        "case_id": v.case_id,
-        "group": v.group,
-        "level": v.level,
-        "changed": list(v.changed),
-        "before": {
-            "version": v.before_version,
-            "outcome": v.before_outcome,
-            "observed": v.before_observed,
-        },
-        "after": {
-            "version": v.after_version,
-            "outcome": v.after_outcome,
-            "observed": v.after_observed,
-        },
-    }
-
-
 def implementation_data(report: Report) -> dict[str, dict[str, Any]]:
     """Implementation -> the data of its page (described by implementation.schema.json)."""
     grouped: dict[str, list[TargetReport]] = defaultdict(list)
@@ -203,9 +181,6 @@ def implementation_data(report: Report) -> dict[str, dict[str, Any]]:
     first: dict[str, dict[str, FirstFailure]] = defaultdict(dict)
     for ff in report.first_failures:
         first[ff.implementation][ff.case_id] = ff
-    changes: dict[str, list[VersionChange]] = defaultdict(list)
-    for change in report.version_changes:
-        changes[change.implementation].append(change)
     return {
         impl: {
             "format": FORMAT,
@@ -215,7 +190,7 @@ def implementation_data(report: Report) -> dict[str, dict[str, Any]]:
             "versions": [_counts(t) for t in sorted(targets, key=html.by_version)],
             "strip": _strip_json(strip_of.get(impl)),
             "failures": _failures(report, targets, first[impl]),
-            "version_changes": [version_change(v) for v in changes.get(impl, [])],
+            **{k: v for s in sections.SECTIONS for k, v in s.implementation(report, impl).items()},
         }
         for impl, targets in sorted(grouped.items())
     }
@@ -328,33 +303,6 @@ def _changes(changes: Sequence[Mapping[str, Any]]) -> str:
         + html.tag("code", html.esc(c["case_id"]))
         for c in changes
     ) or html.tag("span", "none", class_="muted")
-
-
-def version_changes_table(changes: Sequence[Mapping[str, Any]]) -> str:
-    """Each change between consecutive versions: the outcome and the observation on each side."""
-    if not changes:
-        return html.muted("No outcome or observation changes between versions.")
-    rows = [
-        html.row(
-            html.tag("code", html.esc(c["case_id"])),
-            html.esc(c["level"]),
-            html.esc(" and ".join(c["changed"])),
-            *(
-                html.tag("strong", html.esc(side["version"]))
-                + " "
-                + html.badge(side["outcome"])
-                + html.tag("div", html.observation(side["observed"]))
-                for side in (c["before"], c["after"])
-            ),
-        )
-        for c in changes
-    ]
-    note = html.muted(
-        f"{html.plural(len(changes), 'change')}, in version order: an outcome, or what the "
-        "implementation did (its observation), that differs from the version before."
-    )
-    headers = ("case", "level", "changed", "before", "after")
-    return note + html.tag("div", html.table(headers, rows, class_="small obs"), class_="scroll")
 
 
 def transcript_block(transcript: Mapping[str, Any], interop: bool) -> str:
@@ -488,11 +436,7 @@ def render_implementation(data: Mapping[str, Any], json_name: str) -> str:
             ),
             id="failing",
         )
-        + html.section(
-            "Changes between versions",
-            version_changes_table(data["version_changes"]),
-            id="version-changes",
-        )
+        + "".join(s.implementation_html(data) for s in sections.SECTIONS)
     )
     return html.document(
         f"NATS conformance: {data['implementation']}", html.tag("main", body), root="../"

@@ -8,14 +8,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..harness.gate import SHIPPED_BASELINE, Baseline
-from . import analysis, details, history, ingest, outputs, report_gate, summary
+from . import analysis, details, history, ingest, outputs, summary
 from .model import Report
 from .spark import session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-SHOWN_INVALID = 200  # invalid rows listed in the report (all are printed by the command)
 
 
 def build(
@@ -59,15 +57,13 @@ def build(
     summary.update(spark, store, added.partitions)
     summarised = time.monotonic()
     judge_by = Baseline.load(baseline)
-    listed = {c for vs in judge_by.expected.values() for cases in vs.values() for c in cases}
-    report = analysis.analyse(spark, history.load(spark, store), summary.load(spark, store), listed)
+    report = analysis.analyse(
+        spark, history.load(spark, store), summary.load(spark, store), judge_by, problems
+    )
     analysed = time.monotonic()
     report.rows_added = added.rows
-    report.invalid_total = len(problems)
-    report.invalid_rows = [str(p) for p in problems[:SHOWN_INVALID]]
     report.details = details.load(detail_files, _detail_keys(report))
     report.upstream = details.upstream(report.targets, judge_by)
-    report.gate = report_gate.judge(report.gate_rows, judge_by)
     report.timings = {
         "ingest": ingested - started,
         "summarise": summarised - ingested,

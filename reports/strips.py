@@ -8,6 +8,7 @@ every version is only counted, which keeps a strip of 1,700 client cases readabl
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -20,6 +21,11 @@ from .model import FlakyChange, Run, Strip, StripCase
 QUIET = frozenset({"pass", "skip"})  # outcomes a case may keep at every version and be counted
 Row = tuple[str, str, str, str, str]  # target, case id, group, level, outcome
 T = TypeVar("T")
+
+
+def version_order(version: str) -> tuple[int, ...]:
+    """Versions compare by their numbers: 2.9.10 < 2.10.25."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
 
 
 def newest_by_version(items: Iterable[T], run_of: Callable[[T], Run]) -> dict[str, T]:

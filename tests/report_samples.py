@@ -26,16 +26,12 @@ from nats_conformance.harness.runtime.processes import stop_process
 from nats_conformance.reports import strips
 from nats_conformance.reports.analysis import version_order
 from nats_conformance.reports.model import (
-    Behaviour,
     Cell,
     Change,
     Counts,
     Failure,
     FirstFailure,
-    Flaky,
     FlakyChange,
-    Observed,
-    Observer,
     Point,
     Report,
     Run,
@@ -43,6 +39,15 @@ from nats_conformance.reports.model import (
     Varied,
     VersionChange,
 )
+from nats_conformance.reports.sections import (
+    behaviour_view,
+    flaky_cases,
+    invalid_rows,
+    report_gate,
+    requirement_coverage,
+)
+from nats_conformance.reports.sections.behaviour_view import Behaviour, Observed, Observer
+from nats_conformance.reports.sections.flaky_cases import Flaky
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
 
@@ -416,26 +421,6 @@ def sample_report() -> Report:
                 OBSERVED_AFTER,
             ),
         ],
-        flaky=[
-            Flaky(
-                "client:nats-py->client:nats.go",
-                "2.16.0/1.55.0",
-                "interop.headers.empty-value",
-                "must",
-                ("fail", "pass"),
-                4,
-            ),
-            Flaky(
-                HOSTILE_TARGET,
-                "6.6.6",
-                "client.connect.<b>bold</b>",
-                "must",
-                ("error", "pass"),
-                2,
-                ("outcome", "observation"),
-            ),
-        ],
-        flaky_total=3,
         # At 6.6.6 the runs disagree: the difference from 5.0 is not a version change.
         flaky_changes=[
             FlakyChange(
@@ -455,40 +440,71 @@ def sample_report() -> Report:
         runs_total=sum(t.runs for t in targets),
         rows_total=sum(t.run.rows * t.runs for t in targets),
         rows_added=120,
-        invalid_rows=["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"],
-        invalid_total=1,
         details=details,
         strips=strips.strips(_strip_rows(targets), [t.run for t in targets], version_order),
         upstream={("client:nats-py", "client.connect.no-responders"): UPSTREAM},
-        behaviour=[
-            Behaviour(
-                NO_RESPONDERS,
-                "protocol.hpub",
-                (
-                    Observed(
-                        OBSERVED_AFTER,
-                        (Observer("nats-server", "2.11.0", "exec:/usr/sbin/nats-server", "pass"),),
-                    ),
-                    Observed(
-                        HOSTILE_OBSERVED,
-                        (Observer(HOSTILE_TARGET, "6.6.6", HOSTILE_TARGET, "pass"),),
-                    ),
-                ),
-            ),
-            Behaviour(
-                "client.connect.lang",
-                "client.connect",
-                (
-                    Observed(
-                        '{"lang":"go"}',
-                        (
-                            Observer("client:nats-py", "2.16.0", "client:nats-py", "pass"),
-                            Observer("client:nats.go", "1.55.0", "client:nats.go", "pass"),
+        parts={
+            behaviour_view.SECTION.name: [
+                Behaviour(
+                    NO_RESPONDERS,
+                    "protocol.hpub",
+                    (
+                        Observed(
+                            OBSERVED_AFTER,
+                            (
+                                Observer(
+                                    "nats-server", "2.11.0", "exec:/usr/sbin/nats-server", "pass"
+                                ),
+                            ),
+                        ),
+                        Observed(
+                            HOSTILE_OBSERVED,
+                            (Observer(HOSTILE_TARGET, "6.6.6", HOSTILE_TARGET, "pass"),),
                         ),
                     ),
                 ),
+                Behaviour(
+                    "client.connect.lang",
+                    "client.connect",
+                    (
+                        Observed(
+                            '{"lang":"go"}',
+                            (
+                                Observer("client:nats-py", "2.16.0", "client:nats-py", "pass"),
+                                Observer("client:nats.go", "1.55.0", "client:nats.go", "pass"),
+                            ),
+                        ),
+                    ),
+                ),
+            ],
+            requirement_coverage.SECTION.name: {},
+            invalid_rows.SECTION.name: invalid_rows.InvalidRows(
+                1, ["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"]
             ),
-        ],
+            report_gate.SECTION.name: [],
+            flaky_cases.SECTION.name: flaky_cases.FlakyCases(
+                [
+                    Flaky(
+                        "client:nats-py->client:nats.go",
+                        "2.16.0/1.55.0",
+                        "interop.headers.empty-value",
+                        "must",
+                        ("fail", "pass"),
+                        4,
+                    ),
+                    Flaky(
+                        HOSTILE_TARGET,
+                        "6.6.6",
+                        "client.connect.<b>bold</b>",
+                        "must",
+                        ("error", "pass"),
+                        2,
+                        ("outcome", "observation"),
+                    ),
+                ],
+                3,
+            ),
+        },
     )
 
 

@@ -21,6 +21,7 @@ from report_samples import (
 from nats_conformance.reports import outputs
 from nats_conformance.reports.coverage import bundled_coverage
 from nats_conformance.reports.html import CSP
+from nats_conformance.reports.sections import requirement_coverage
 
 pytestmark = pytest.mark.skipif(
     browser_tools() is None,
@@ -53,7 +54,7 @@ PAGES = {
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("report")
     report = sample_report()
-    report.coverage = bundled_coverage(
+    report.parts[requirement_coverage.SECTION.name] = bundled_coverage(
         [(t.run.target, f.case_id, f.outcome) for t in report.targets for f in t.failures]
     )
     outputs.write_all(report, out)

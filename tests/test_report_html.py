@@ -4,8 +4,10 @@ showing what the Report says."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import posixpath
 import re
+from collections.abc import Mapping
 from html.parser import HTMLParser
 from typing import Any
 
@@ -24,11 +26,20 @@ from report_samples import (
 )
 
 from nats_conformance.harness.gate import Baseline
-from nats_conformance.reports.html import CSP, STYLESHEET, target_id
-from nats_conformance.reports.model import Cell, Counts, Failure, GateRow, Report
-from nats_conformance.reports.outputs import rendered_pages
+from nats_conformance.reports import sections
+from nats_conformance.reports.html import CSP, STYLESHEET, esc, section, tag, target_id
+from nats_conformance.reports.model import Cell, Counts, Failure, Report
+from nats_conformance.reports.outputs import implementations, markdown, rendered_pages, summary
 from nats_conformance.reports.pages import case_anchor, page_names
-from nats_conformance.reports.report_gate import exit_code, judge
+from nats_conformance.reports.section import Given, Index, Section
+from nats_conformance.reports.sections import (
+    behaviour_view,
+    flaky_cases,
+    invalid_rows,
+    report_gate,
+    requirement_coverage,
+)
+from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 
@@ -242,11 +253,13 @@ def test_the_gate_judges_the_latest_rows_as_the_command_does() -> None:
     assert exit_code([]) == 0
 
 
+def with_gate(report: Report, gated: list[report_gate.Gated]) -> Report:
+    return dataclasses.replace(report, parts=report.parts | {report_gate.SECTION.name: gated})
+
+
 def test_the_report_shows_the_gate_its_exit_code_and_each_baselined_class(report: Report) -> None:
     green = [_gate_row("c.known", "fail"), _gate_row("c.retried", "pass", retried=True)]
-    page = parse(
-        rendered_pages(dataclasses.replace(report, gate=judge(green, GATE_BASELINE)))["index.html"]
-    )
+    page = parse(rendered_pages(with_gate(report, judge(green, GATE_BASELINE)))["index.html"])
     section = page.one("section", id="gate")
     assert section.one("h2").text == "The gate: exit 0"
     assert "alert" not in section.attrs.get("class", "")
@@ -259,9 +272,7 @@ def test_the_report_shows_the_gate_its_exit_code_and_each_baselined_class(report
     assert not section.all("details", open="")  # nothing gates: the lists stay closed
 
     red = judge([*green, _gate_row("c.new", "error")], GATE_BASELINE)
-    section = parse(rendered_pages(dataclasses.replace(report, gate=red))["index.html"]).one(
-        "section", id="gate"
-    )
+    section = parse(rendered_pages(with_gate(report, red))["index.html"]).one("section", id="gate")
     assert section.one("h2").text == "The gate: exit 1"
     assert "alert" in section.attrs["class"]
     [opened] = section.all("details", open="")
@@ -561,14 +572,16 @@ def test_flaky_cases_and_the_changes_they_leave_unconfirmed(doc: Node) -> None:
 def test_invalid_rows_are_shown_prominently(report: Report, doc: Node) -> None:
     section = doc.one("section", id="invalid")
     assert "alert" in section.attrs["class"]
-    assert [li.text for li in section.all("li")] == report.invalid_rows
+    assert [li.text for li in section.all("li")] == invalid_rows.SECTION.of(report).shown
     assert "Rows that break the results schema: 1." in section.text
     main = doc.one("main")
     assert main.children[0] is section  # first thing in the page body after the header
 
 
 def test_no_invalid_section_when_every_row_was_valid(report: Report) -> None:
-    clean = dataclasses.replace(report, invalid_rows=[], invalid_total=0)
+    clean = dataclasses.replace(
+        report, parts=report.parts | {invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, [])}
+    )
     assert not parse(rendered_pages(clean)["index.html"]).all("section", id="invalid")
 
 
@@ -580,15 +593,87 @@ def test_empty_report_renders() -> None:
         groups=[],
         first_failures=[],
         version_changes=[],
-        flaky=[],
-        flaky_total=0,
         runs_total=0,
         rows_total=0,
+        parts={
+            invalid_rows.SECTION.name: invalid_rows.InvalidRows(0, []),
+            report_gate.SECTION.name: [],
+            flaky_cases.SECTION.name: flaky_cases.FlakyCases([], 0),
+            behaviour_view.SECTION.name: [],
+            requirement_coverage.SECTION.name: {},
+        },
     )
     files = rendered_pages(empty)
-    assert list(files) == ["index.html", "report.css", "behaviour.html"]
+    assert list(files) == ["index.html", "report.css", "behaviour.html", "behaviour.json"]
     doc = parse(files["index.html"])
     assert "No targets in this report." in doc.one("table", id="matrix").text
     assert not doc.all("table", id="interop")
     assert "No interop pairs" in doc.one("section", id="interop-section").text
     assert "No case fails" in doc.one("section", id="what-fails").text
+
+
+# --- a section is one module and its entries in reports.sections -------------------------------
+
+
+class _Notes(Section[list[str]]):
+    """A section written for the test: what the recipe asks of a new one, and nothing else."""
+
+    name = "notes"
+
+    def compute(self, given: Given) -> list[str]:
+        return ["computed"]
+
+    def nav(self, report: Report) -> tuple[str, str]:
+        return ("#notes", "Notes")
+
+    def index(self, page: Index) -> str:
+        items = "".join(tag("li", esc(n)) for n in self.of(page.report))
+        return section("Notes", tag("ul", items), id="notes")
+
+    def summary(self, report: Report) -> dict[str, Any]:
+        return {"notes": self.of(report)}
+
+    def markdown(self, report: Report) -> list[str]:
+        return ["", "### Notes", "", *(f"- {n}" for n in self.of(report))]
+
+    def implementation(self, report: Report, implementation: str) -> dict[str, Any]:
+        return {"notes": [f"{implementation}: {n}" for n in self.of(report)]}
+
+    def implementation_html(self, page: Mapping[str, Any]) -> str:
+        return section("Notes", esc("; ".join(page["notes"])), id="notes")
+
+    def files(self, report: Report) -> dict[str, str]:
+        return {"notes.txt": "\n".join(self.of(report))}
+
+
+def test_a_new_section_reaches_every_output_through_its_entries_alone(
+    report: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = _Notes()
+    monkeypatch.setattr(sections, "SECTIONS", (*sections.SECTIONS, notes))
+    monkeypatch.setattr(sections, "MARKDOWN", (*sections.MARKDOWN, notes))
+    with_notes = dataclasses.replace(report, parts=report.parts | {"notes": ["<b>one</b>"]})
+    files = rendered_pages(with_notes)
+
+    index = parse(files["index.html"])
+    main_sections = [c for c in index.one("main").children if isinstance(c, Node)]
+    assert main_sections[-1].attrs["id"] == "notes"  # last, as listed
+    assert [li.text for li in main_sections[-1].all("li")] == ["<b>one</b>"]  # escaped
+    assert index.one("nav").all("a")[-1].attrs["href"] == "#notes"
+    assert list(summary(with_notes))[-1] == "notes"
+    assert markdown(with_notes).endswith("### Notes\n\n- <b>one</b>\n")
+    assert files["notes.txt"] == "<b>one</b>"
+    page_name = page_names([t.implementation for t in report.targets])["nats-server"]
+    assert json.loads(files[f"{page_name}.json"])["notes"] == ["nats-server: <b>one</b>"]
+    page = parse(files[f"{page_name}.html"])
+    assert page.one("section", id="notes").text.endswith("nats-server: <b>one</b>")
+    listed = {
+        i["implementation"]: i["notes"] for i in implementations(with_notes)["implementations"]
+    }
+    assert listed["nats-server"] == ["nats-server: <b>one</b>"]
+
+
+def test_the_sections_have_distinct_names_and_each_output_lists_only_them() -> None:
+    names = [s.name for s in sections.SECTIONS]
+    assert len(set(names)) == len(names)
+    assert set(sections.MARKDOWN) <= set(sections.SECTIONS)

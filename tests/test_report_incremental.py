@@ -20,6 +20,7 @@ from report_samples import result_row, write_results
 from nats_conformance.harness.results import OUTCOMES
 from nats_conformance.reports import history, ingest, pipeline, summary
 from nats_conformance.reports.model import Report
+from nats_conformance.reports.sections import flaky_cases
 from nats_conformance.reports.spark import session
 
 # Two targets of one implementation (nats-server), so versions of both meet in one series.
@@ -116,5 +117,5 @@ def test_summaries_left_pending_by_an_interrupted_job_are_recomputed(
     report, _ = pipeline.build([crashed, later], tmp_path / "report", store=store)
     assert report.rows_added == len(CASES)  # the crashed run is in the history once
     assert report.runs_total == 3 and report.rows_total == 3 * len(CASES)
-    [flaky_target] = {f.target for f in report.flaky}
+    [flaky_target] = {f.target for f in flaky_cases.SECTION.of(report).cases}
     assert flaky_target == TARGETS[0]

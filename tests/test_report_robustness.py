@@ -22,6 +22,7 @@ from nats_conformance.harness.cli import main
 from nats_conformance.harness.commands.report import failure_reason
 from nats_conformance.harness.results import LATER_KEYS, MESSAGE_LIMIT, ROW_KEYS, bounded
 from nats_conformance.reports import history, ingest, pipeline, summary
+from nats_conformance.reports.sections import invalid_rows
 from nats_conformance.reports.spark import session
 
 RUN_B = "20261102T000000Z-bbbbbbbb"
@@ -218,7 +219,7 @@ def test_non_finite_durations_and_duplicate_keys_are_bad_rows(spark: Any, tmp_pa
         (str(results.resolve()), line, problem)
         for line, problem in enumerate([not_finite] * 4 + [twice] * 2, start=2)
     }
-    assert report.rows_total == 1 and report.invalid_total == len(bad)
+    assert report.rows_total == 1 and invalid_rows.SECTION.of(report).total == len(bad)
 
 
 def test_oversized_fields_and_lines_are_refused(spark: Any, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pytest
 from report_samples import sample_report
 
 from nats_conformance.reports import outputs, validate
+from nats_conformance.reports.sections import requirement_coverage
 
 REPO = Path(__file__).resolve().parents[1]
 PUBLISHED = REPO / "published" / "report"
@@ -27,7 +28,8 @@ def test_the_schemas_are_valid_and_shipped() -> None:
 
 def test_a_rendered_report_validates(tmp_path: Path) -> None:
     report = sample_report()
-    report.coverage = {"format": "nats-conformance-coverage/1", "targets": [], "documents": {}}
+    coverage = {"format": "nats-conformance-coverage/1", "targets": [], "documents": {}}
+    report.parts[requirement_coverage.SECTION.name] = coverage
     outputs.write_all(report, tmp_path)
     checked = validate.problems(tmp_path)
     assert len([n for n in checked if n.startswith("impl/")]) == 6
