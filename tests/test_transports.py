@@ -60,6 +60,7 @@ def test_wire_vectors_pass_over_each_transport(target: ServerTarget, transport: 
         assert (result.found.outcome, result.found.message) == ("pass", ""), (case_id, transport)
     server = target.server({}, transport)
     assert server.transport == transport
+    assert target.server({}, transport) is server  # one server per group, reached the same way
     assert (server.tls is not None) == (transport in ("tls", "tls-first", "wss"))
 
 

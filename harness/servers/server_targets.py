@@ -155,6 +155,8 @@ class ServerTarget:
         self._state_dir = state_dir or DEFAULT_STATE_DIR
         self._lock = threading.Lock()
         self._servers: dict[tuple[str, str], Launched | TargetError] = {}
+        # How each transport reaches its group's server, kept while that server is the same.
+        self._reached: dict[tuple[str, str], tuple[Launched, RunningServer]] = {}
         self._stops: list[Callable[[], None]] = []
         self._run_dir: Path | None = None
         self._closed = False
@@ -216,9 +218,14 @@ class ServerTarget:
                 except TargetError as exc:
                     found = exc  # the same config fails the same way: start once
                 self._servers[key] = found
-        if isinstance(found, TargetError):
-            raise found
-        return self._kind_servers.reach(found, transport)
+            if isinstance(found, TargetError):
+                raise found
+            reached = self._reached.get((key[0], transport))
+            if reached is None or reached[0] is not found:
+                reached = self._reached[(key[0], transport)] = (
+                    found, self._kind_servers.reach(found, transport)
+                )  # fmt: skip
+        return reached[1]
 
     def gone(
         self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT, *, within: float = 0.0
