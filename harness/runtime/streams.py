@@ -165,7 +165,8 @@ class WebSocketStream:
         try:
             self._write(self._ws.send(request), timeout)
             while not self._accepted:
-                if not self._fill(deadline - time.monotonic()):
+                # What came with the answer (messages, even a close) is kept for ``receive``.
+                if not self._fill(deadline - time.monotonic()) and not self._accepted:
                     raise HandshakeError("the server closed the connection during the upgrade")
         except TimeoutError:
             why = f"the WebSocket upgrade did not end within {timeout:g} s"
