@@ -1,6 +1,7 @@
 """The WebSocket stream against an in-process WebSocket server on the loopback (wsproto on the
 server side): the NATS bytes out of binary and text messages, pings answered, a close frame as
-the peer closing, and an upgrade that is refused or never answered as a bounded HandshakeError."""
+the peer closing, and an upgrade that is refused or never answered as a bounded HandshakeError;
+a TLS handshake never answered as an error row in bounded time."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from wsproto.events import (
 )
 
 from nats_conformance.harness.runtime.streams import HandshakeError, WebSocketStream, open_stream
+from nats_conformance.harness.servers.specs import RunningServer, TlsOptions
+from nats_conformance.harness.servers.wire import run_wire_script
 
 Serve = Callable[[socket.socket, WSConnection], None]
 
@@ -185,3 +188,21 @@ def test_tls_transports_need_a_context(server: Callable[..., WsServer]) -> None:
         open_stream("wss", "127.0.0.1", one.port, timeout=1)
     with pytest.raises(ValueError, match="unknown transport"):
         open_stream("quic", "127.0.0.1", one.port, timeout=1)
+
+
+@pytest.mark.parametrize("transport", ["tls-first", "wss"])
+def test_a_tls_handshake_never_answered_is_an_error_row_in_bounded_time(transport: str) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))  # accepts, then says nothing
+    port = listener.getsockname()[1]
+    url = f"{transport}://127.0.0.1:{port}"
+    running = RunningServer(url, "127.0.0.1", port, "0", None, TlsOptions(ca=None), transport)
+    wire = {"exchanges": [{"send": "PING\r\n", "expect": [{"op": "PONG"}], "then": "open"}]}
+    began = time.monotonic()
+    try:
+        result = run_wire_script(wire, running, timeout=0.3)
+    finally:
+        listener.close()
+    assert time.monotonic() - began < 2
+    assert result.found.outcome == "error"
+    assert f"{transport} handshake with {url} failed" in result.found.message
+    assert "did not end within 0.3 s" in result.found.message
