@@ -18,10 +18,11 @@ from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
 from nats_conformance.harness.runtime.streams import TRANSPORTS, HandshakeError, open_stream
 from nats_conformance.harness.servers import runner
+from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
 from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.server_targets import ServerTarget
-from nats_conformance.harness.servers.specs import RunningServer, TlsOptions
+from nats_conformance.harness.servers.specs import RunningServer, TlsOptions, WireTarget
 from nats_conformance.harness.servers.wire import ServerRun, run_wire_script
 
 CASES = {case.id: case for case in load_all([BUNDLED_DIR]).cases}
@@ -158,7 +159,7 @@ def test_a_client_trusting_another_ca_fails_the_handshake(
 
 
 def _rows(
-    target: ServerTarget, case_ids: list[str], transports: tuple[str, ...], results: Path
+    target: WireTarget, case_ids: list[str], transports: tuple[str, ...], results: Path
 ) -> list[ResultRow]:
     cases = [CASES[i] for i in case_ids]
     ctx = RunContext("r", "0", "v")
@@ -223,3 +224,12 @@ def test_a_configured_case_gets_its_own_server_per_transport_group(target: Serve
     assert servers["ws"].port == servers["ws-deflate"].port  # one server, one listener
     assert servers["tls"].log_path == servers["wss"].log_path  # one server, two listeners
     assert servers["tls"].port != servers["wss"].port
+
+
+@pytest.mark.skipif(not DEBIAN_SERVER.is_file(), reason=f"no {DEBIAN_SERVER} here")
+def test_a_release_before_tls_first_gives_skip_rows_naming_its_version(tmp_path: Path) -> None:
+    with open_target(f"exec:{DEBIAN_SERVER}", state_dir=tmp_path) as older:
+        version = older.version()
+        rows = _rows(older, OVER_EVERY_TRANSPORT[:1], ("tls-first", "ws"), tmp_path / "r.jsonl")
+    assert [(r.transport, r.outcome) for r in rows] == [("tls-first", "skip"), ("ws", "pass")]
+    assert version in rows[0].message and "2.10.4" in rows[0].message
