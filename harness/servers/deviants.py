@@ -693,7 +693,7 @@ class DeviantTarget:
         """The proxy rewrites plaintext NATS bytes: plain TCP only."""
         if transport == DEFAULT_TRANSPORT:
             return None
-        return f"a deviant proxy rewrites plaintext NATS bytes: tcp only, no {transport} rows"
+        return f"a deviant proxy rewrites plaintext NATS bytes: tcp only, not {transport}"
 
     def server(
         self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT

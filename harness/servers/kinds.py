@@ -71,10 +71,10 @@ class TargetKind(Protocol):
 # The first nats-server release that serves a transport (websocket.txt: "Supported since NATS
 # Server version 2.2"; tls.txt: the TLS-first handshake "As of NATS v2.10.4"), and what it is.
 _SINCE = {
-    "ws": ((2, 2, 0), "a WebSocket listener"),
-    "wss": ((2, 2, 0), "a WebSocket listener"),
-    "ws-deflate": ((2, 2, 0), "a WebSocket listener"),
-    "tls-first": ((2, 10, 4), "the TLS-first handshake"),
+    "ws": ((2, 2, 0), "WebSocket listener"),
+    "wss": ((2, 2, 0), "WebSocket listener"),
+    "ws-deflate": ((2, 2, 0), "WebSocket listener"),
+    "tls-first": ((2, 10, 4), "TLS-first handshake"),
 }
 _RELEASE = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")
 # The transport groups (harness.servers.config.TRANSPORT_GROUPS) with a WebSocket listener.
@@ -91,7 +91,7 @@ def release_lacks(version: str, transport: str) -> str | None:
     if tuple(int(part) for part in found.groups()) >= since:
         return None
     first = ".".join(map(str, since))
-    return f"nats-server {version} has no {what} (it came in {first}): no {transport} rows"
+    return f"nats-server {version} has no {what} (it came in {first})"
 
 
 def _reach(launched: Launched, transport: str) -> RunningServer:
@@ -177,7 +177,7 @@ class _Described:
     def lacks(self, transport: str, version: str) -> str | None:
         if transport == DEFAULT_TRANSPORT:
             return None
-        return f"a launch: description starts its server for plain TCP only: no {transport} rows"
+        return f"a launch: description starts its server for plain TCP only, not {transport}"
 
     def start(
         self,
