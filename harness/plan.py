@@ -16,6 +16,7 @@ from .clients.library import LibrarySuite
 from .clients.stan_client_checks import StanClientSuite
 from .clients.streaming_bridge import PythonClientSuite
 from .clients.streaming_clients import StreamingClientSuite
+from .runtime.streams import TRANSPORTS
 from .servers.kinds import parse_spec
 from .servers.runner import ServerSuite
 from .servers.streaming_checks import StanServerSuite
@@ -27,12 +28,14 @@ STAN_KINDS = (streaming_server_session.KIND, streaming_client.KIND)  # what a st
 
 @dataclass(frozen=True)
 class Targets:
-    """What a run checks: server specs, client specs, and whether the vectors are the bundled
-    ones (then, with streaming clients, the PyPI streaming client's row too)."""
+    """What a run checks: server specs, client specs, whether the vectors are the bundled
+    ones (then, with streaming clients, the PyPI streaming client's row too), and the transports
+    a server target's wire cases run over."""
 
     servers: list[str]
     clients: list[str]
     bundled: bool
+    transports: tuple[str, ...] = TRANSPORTS
 
 
 def is_streaming_client(spec: str) -> bool:
@@ -46,7 +49,7 @@ def suites(targets: Targets, server_cases: list[Case], cases: list[Case]) -> lis
     plain = [spec.spec for spec in parsed if spec.kind != "stan"]
     # The real streaming server gets the streaming.server cases, and the streaming.client ones
     # through a streaming client library; every other kind the vectors.
-    out: list[Suite] = [ServerSuite(spec, server_cases) for spec in plain]
+    out: list[Suite] = [ServerSuite(spec, server_cases, targets.transports) for spec in plain]
     stan = [spec.spec for spec in parsed if spec.kind == "stan"]
     if stan:
         client = None

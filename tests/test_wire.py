@@ -180,14 +180,19 @@ class FakeTarget:
     def version(self) -> str:
         return "0.0.0"
 
-    def server(self, config: Mapping[str, Any]) -> RunningServer:
+    def lacks(self, transport: str) -> str | None:
+        return None if transport == "tcp" else "tcp only"
+
+    def server(self, config: Mapping[str, Any], transport: str = "tcp") -> RunningServer:
         self.requested.append(dict(config))
         if self.failure is not None:
             raise TargetError(self.failure)
         assert self.running is not None
         return self.running
 
-    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+    def gone(
+        self, config: Mapping[str, Any], transport: str = "tcp", *, within: float = 0.0
+    ) -> str | None:
         return None
 
     def close(self) -> None:

@@ -81,7 +81,9 @@ def main(args: argparse.Namespace) -> int:
         why = empty_selection_error(selection, candidates)
         print(f"nats-conformance: empty selection: {why}", file=sys.stderr)
         return 2
-    targets = plan.Targets(args.server or [], args.client, bundled=not args.vectors)
+    targets = plan.Targets(
+        args.server or [], args.client, bundled=not args.vectors, transports=args.transport
+    )
     suites = plan.suites(targets, cases, picked)
     planned = plan.planned(suites)
     if args.dry_run:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ...conformance.vectors import Case
 from ...conformance.verdicts import ROBUSTNESS
+from ..runtime.streams import DEFAULT_TRANSPORT
 from . import jetstream_names
 from .specs import TargetError, WireTarget
 from .wire import ServerRun, run_wire_script
@@ -22,10 +23,16 @@ from .wire import ServerRun, run_wire_script
 CRASH_GRACE = 2.0
 
 
-def check_case(case: Case, target: WireTarget, *, timeout: float = 1.0) -> ServerRun:
-    """Run ``case`` on a server of ``target`` (each wait bounded by ``timeout``)."""
+def check_case(
+    case: Case, target: WireTarget, *, transport: str = DEFAULT_TRANSPORT, timeout: float = 1.0
+) -> ServerRun:
+    """Run ``case`` on a server of ``target`` over ``transport`` (each wait bounded by
+    ``timeout``); a transport the target lacks is a skip with its reason, and only wire scripts
+    travel over transports other than plain TCP."""
     names = case.kind == jetstream_names.KIND
     wire = case.data.get("wire")
+    if transport != DEFAULT_TRANSPORT and wire is None:
+        return ServerRun.of("skip", f"no wire script to run over {transport}", 0.0)
     if names:
         reason = jetstream_names.not_asked(case)
         if reason is not None:
@@ -35,6 +42,9 @@ def check_case(case: Case, target: WireTarget, *, timeout: float = 1.0) -> Serve
         return ServerRun.of("skip", "no wire script", 0.0)
     else:
         config = wire.get("config", {})
+    lacking = target.lacks(transport)
+    if lacking is not None:
+        return ServerRun.of("skip", lacking, 0.0)
     if config and not target.configurable:
         keys = ", ".join(sorted(config))
         return ServerRun.of(
@@ -42,21 +52,23 @@ def check_case(case: Case, target: WireTarget, *, timeout: float = 1.0) -> Serve
         )
     started = time.monotonic()
     try:
-        server = target.server(config)
+        server = target.server(config, transport)
     except TargetError as exc:
         return ServerRun.of("error", str(exc), (time.monotonic() - started) * 1000)
     if names:
         result = jetstream_names.check(case, server, timeout=max(timeout, jetstream_names.API_WAIT))
     else:
         result = run_wire_script(wire, server, timeout=timeout)
-    return _crashed(result, target, config)
+    return _crashed(result, target, config, transport)
 
 
-def _crashed(result: ServerRun, target: WireTarget, config: dict[str, Any]) -> ServerRun:
+def _crashed(
+    result: ServerRun, target: WireTarget, config: dict[str, Any], transport: str
+) -> ServerRun:
     """``result``, or a robustness failure when the target's server is gone after the case (a
     case that did not pass may have seen the crash a moment before the exit shows)."""
     found = result.found
-    gone = target.gone(config, within=CRASH_GRACE if found.outcome != "pass" else 0.0)
+    gone = target.gone(config, transport, within=CRASH_GRACE if found.outcome != "pass" else 0.0)
     if gone is None:
         return result
     seen = f"; the case found: {found.message}" if found.message else ""

@@ -1,13 +1,24 @@
 """The nats-server configuration file for a wire script's ``config`` (sizes, credentials,
-permissions, timeouts, JetStream)."""
+permissions, timeouts, JetStream) and for the transports a server serves (its listeners: the
+``tls`` map of tls.txt, the ``websocket`` block of websocket.txt)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..runtime.certs import CertFiles
 from .specs import TargetError
+
+# Which configured server serves each transport (one server per group and wire-script config):
+# plain TCP as always; TLS on the client port, with the WebSocket listener over TLS too; TLS
+# before INFO (``handshake_first``); a WebSocket listener without TLS, compression allowed (the
+# client decides whether to offer it).
+TRANSPORT_GROUPS = {"tcp": "tcp", "tls": "tls", "wss": "tls", "tls-first": "tls-first",
+                    "ws": "ws", "ws-deflate": "ws"}  # fmt: skip
+# The WebSocket listener on the loopback only, on a port it picks (the ports file says which).
+_WEBSOCKET = ['  host: "127.0.0.1"', "  port: -1", "  compression: true"]
 
 # vector key -> nats-server configuration name
 _LIMIT_KEYS = {"max_payload": "max_payload", "max_control_line": "max_control_line",
@@ -98,4 +109,24 @@ def config_text(config: Mapping[str, Any], run_dir: Path | None = None) -> str:
             if run_dir is None:
                 raise TargetError("jetstream needs a directory for its store")
             lines.append(f"jetstream {{store_dir: {_quoted(str(run_dir / 'jetstream'))}}}")
+    return "".join(f"{line}\n" for line in lines)
+
+
+def listeners_text(group: str, certs: Callable[[], CertFiles]) -> str:
+    """The listeners' configuration of a server for the transports of ``group`` (a value of
+    ``TRANSPORT_GROUPS``); ``certs`` gives the certificates, asked only by the TLS groups."""
+    if group not in TRANSPORT_GROUPS.values():
+        raise TargetError(f"no server configuration serves transport group {group!r}")
+    if group == "tcp":
+        return ""
+    if group == "ws":
+        return "".join(f"{line}\n" for line in ["websocket {", *_WEBSOCKET, "  no_tls: true", "}"])
+    made = certs()
+    files = [f"cert_file: {_quoted(str(made.chain))}", f"key_file: {_quoted(str(made.key))}"]
+    if group == "tls-first":
+        lines = ["tls {", *(f"  {line}" for line in files), "  handshake_first: true", "}"]
+    else:
+        inner = ["  tls {", *(f"    {line}" for line in files), "  }"]
+        lines = ["tls {", *(f"  {line}" for line in files), "}", "websocket {", *_WEBSOCKET,
+                 *inner, "}"]  # fmt: skip
     return "".join(f"{line}\n" for line in lines)

@@ -49,6 +49,7 @@ from ...conformance.protocol import (
     encode,
 )
 from ..runtime.limits import READ_LIMITS
+from ..runtime.streams import DEFAULT_TRANSPORT
 from .specs import RunningServer, TargetError, WireTarget
 
 LOCALHOST = "127.0.0.1"
@@ -688,8 +689,19 @@ class DeviantTarget:
     def version(self) -> str:
         return self.inner.version()
 
-    def server(self, config: Mapping[str, Any]) -> RunningServer:
+    def lacks(self, transport: str) -> str | None:
+        """The proxy rewrites plaintext NATS bytes: plain TCP only."""
+        if transport == DEFAULT_TRANSPORT:
+            return None
+        return f"a deviant proxy rewrites plaintext NATS bytes: tcp only, not {transport}"
+
+    def server(
+        self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT
+    ) -> RunningServer:
         """The inner target's server for ``config``, behind a proxy of its own (started once)."""
+        lacking = self.lacks(transport)
+        if lacking is not None:
+            raise TargetError(lacking)
         key = json.dumps(dict(config), sort_keys=True)
         with self._lock:
             if self._closed:
@@ -709,9 +721,11 @@ class DeviantTarget:
                 )
             return self._servers[key]
 
-    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
+    def gone(
+        self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT, *, within: float = 0.0
+    ) -> str | None:
         """Why the inner target's server for ``config`` no longer runs (None: it does)."""
-        return self.inner.gone(config, within=within)
+        return self.inner.gone(config, transport, within=within)
 
     def close(self) -> None:
         """Stop every proxy, then the inner target's servers."""

@@ -13,6 +13,8 @@ no chain of cases.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,19 +23,23 @@ from typing import Any, Protocol
 
 from ..implementations import SERVER_NAMINGS, Naming
 from ..runtime import containers
+from ..runtime.certs import run_certificates
 from ..runtime.containers import ContainerError
 from ..runtime.leftovers import cleanup_leftovers
 from ..runtime.state import DEFAULT_STATE_DIR
+from ..runtime.streams import DEFAULT_TRANSPORT, TLS_TRANSPORTS, WEBSOCKET_TRANSPORTS
 from . import binaries, described, deviants, launch, stan
-from .config import config_text
+from .config import config_text, listeners_text
 from .launch import Launched
 from .server_targets import ServerTarget
 from .specs import (
+    URL_TRANSPORTS,
     Bad,
     RunningServer,
     Target,
     TargetError,
     TargetSpec,
+    TlsOptions,
     WireTarget,
     parse_binary_spec,
     parse_url,
@@ -62,6 +68,49 @@ class TargetKind(Protocol):
 
 # --- how the servers of each local kind start ----------------------------------------------------
 
+# The first nats-server release that serves a transport (websocket.txt: "Supported since NATS
+# Server version 2.2"; tls.txt: the TLS-first handshake "As of NATS v2.10.4"), and what it is.
+_SINCE = {
+    "ws": ((2, 2, 0), "WebSocket listener"),
+    "wss": ((2, 2, 0), "WebSocket listener"),
+    "ws-deflate": ((2, 2, 0), "WebSocket listener"),
+    "tls-first": ((2, 10, 4), "TLS-first handshake"),
+}
+_RELEASE = re.compile(r"v?([0-9]+)\.([0-9]+)\.([0-9]+)")
+# The transport groups (harness.servers.config.TRANSPORT_GROUPS) with a WebSocket listener.
+_WEBSOCKET_GROUPS = ("tls", "ws")
+
+
+def release_lacks(version: str, transport: str) -> str | None:
+    """Why nats-server ``version`` cannot serve ``transport`` (None: it can, or its version
+    says no release)."""
+    found = _RELEASE.match(version)
+    if transport not in _SINCE or found is None:
+        return None
+    since, what = _SINCE[transport]
+    if tuple(int(part) for part in found.groups()) >= since:
+        return None
+    first = ".".join(map(str, since))
+    return f"nats-server {version} has no {what} (it came in {first})"
+
+
+def _reach(launched: Launched, transport: str) -> RunningServer:
+    """How ``transport`` reaches a nats-server started for its group: the client port or the
+    WebSocket one, verified against the run's CA over TLS."""
+    base = launched.running
+    secure = transport in TLS_TRANSPORTS
+    options = TlsOptions(ca=str(run_certificates().ca)) if secure else None
+    port = base.port
+    if transport in WEBSOCKET_TRANSPORTS:
+        if launched.websocket_port is None:
+            raise TargetError(f"the server at {base.url} has no WebSocket listener")
+        port = launched.websocket_port
+        scheme = "wss" if secure else "ws"
+    else:
+        scheme = "tls" if secure else "nats"
+    url = f"{scheme}://{base.host}:{port}"
+    return dataclasses.replace(base, url=url, port=port, tls=options, transport=transport)
+
 
 @dataclass(frozen=True)
 class _NatsServer:
@@ -77,14 +126,36 @@ class _NatsServer:
     def version(self) -> str | None:
         return self.binary_version
 
+    def lacks(self, transport: str, version: str) -> str | None:
+        return release_lacks(self.binary_version, transport)
+
     def start(
-        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+        self,
+        config: Mapping[str, Any],
+        group: str,
+        run_dir: Callable[[], Path],
+        version: str,
+        pids: Path,
     ) -> Launched:
         directory = run_dir()
-        (directory / "server.conf").write_text(config_text(config, directory))
+        listeners = listeners_text(group, run_certificates)
+        (directory / "server.conf").write_text(config_text(config, directory) + listeners)
         if self.image is not None:
-            return launch.launch_container(self.image, directory, version)
-        return launch.launch_process(self.binary, directory, version, pids)
+            # The certificates' directory, when the configuration names it, read-only inside.
+            mounts = (run_certificates().ca.parent,) if group in ("tls", "tls-first") else ()
+            launched = launch.launch_container(self.image, directory, version, mounts)
+        else:
+            launched = launch.launch_process(self.binary, directory, version, pids)
+        if group not in _WEBSOCKET_GROUPS:
+            return launched
+        port = launch.ports_file_port(directory, "websocket")
+        if port is None:
+            launched.stop()
+            raise TargetError(f"the server started for {group} names no WebSocket port")
+        return dataclasses.replace(launched, websocket_port=port)
+
+    def reach(self, launched: Launched, transport: str) -> RunningServer:
+        return _reach(launched, transport)
 
 
 @dataclass(frozen=True)
@@ -103,10 +174,23 @@ class _Described:
             return None  # its INFO says it
         return described.command_version(self.description)
 
+    def lacks(self, transport: str, version: str) -> str | None:
+        if transport == DEFAULT_TRANSPORT:
+            return None
+        return f"a launch: description starts its server for plain TCP only, not {transport}"
+
     def start(
-        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+        self,
+        config: Mapping[str, Any],
+        group: str,
+        run_dir: Callable[[], Path],
+        version: str,
+        pids: Path,
     ) -> Launched:
         return described.launch_described(self.description, config, run_dir(), version, pids)
+
+    def reach(self, launched: Launched, transport: str) -> RunningServer:
+        return launched.running
 
 
 @dataclass(frozen=True)
@@ -120,8 +204,22 @@ class _AtUrl:
     def version(self) -> str | None:
         return None  # its INFO says it
 
+    @property
+    def transport(self) -> str:
+        return URL_TRANSPORTS[urllib.parse.urlsplit(self.spec.url).scheme]
+
+    def lacks(self, transport: str, version: str) -> str | None:
+        if transport == self.transport:
+            return None
+        return f"target {self.spec.spec} serves {self.transport} only (its URL's scheme)"
+
     def start(
-        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+        self,
+        config: Mapping[str, Any],
+        group: str,
+        run_dir: Callable[[], Path],
+        version: str,
+        pids: Path,
     ) -> Launched:
         if config:
             raise TargetError(
@@ -130,8 +228,12 @@ class _AtUrl:
             )
         parts = urllib.parse.urlsplit(self.spec.url)
         host, port = parts.hostname or "127.0.0.1", parts.port or 4222
-        running = RunningServer(self.spec.url or "", host, port, version, None, tls=self.spec.tls)
+        url, options = self.spec.url or "", self.spec.tls
+        running = RunningServer(url, host, port, version, None, options, self.transport)
         return Launched(running, lambda: None, lambda: None)  # not ours to stop or watch
+
+    def reach(self, launched: Launched, transport: str) -> RunningServer:
+        return launched.running
 
 
 def _resolved(spec: TargetSpec, state_dir: Path | None) -> tuple[Path, str]:
@@ -153,8 +255,9 @@ class DeviantKind:
                 f"deviant:<deviation>:<spec>, deviation one of {', '.join(deviants.DEVIATIONS)}"
             )
         target = parse_spec(inner)
-        if target.tls is not None:  # the proxy rewrites plaintext protocol bytes
-            raise bad("a deviant proxy cannot stand in front of a tls:// server")
+        scheme = (target.url or "nats://").partition("://")[0]
+        if scheme != "nats":  # the proxy rewrites plaintext protocol bytes
+            raise bad(f"a deviant proxy cannot stand in front of a {scheme}:// server")
         return TargetSpec(f"deviant:{rest}", "deviant", inner=target, deviation=name)
 
     def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
@@ -202,7 +305,10 @@ class LaunchKind:
 
 class UrlKind:
     naming = _NAMING["url:"]
-    form = "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|insecure"
+    form = (
+        "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|insecure, "
+        "url:ws://127.0.0.1:PORT, url:wss://127.0.0.1:PORT?ca=FILE|insecure"
+    )
 
     def parse(self, rest: str, bad: Bad) -> TargetSpec:
         url, tls = parse_url(rest, bad)

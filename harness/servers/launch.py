@@ -35,13 +35,15 @@ class Launched:
     stop: Callable[[], None]
     exited: Callable[[], str | None]
     pid: int | None = None  # a local process's (None: a container, or not ours)
+    websocket_port: int | None = None  # its WebSocket listener's, when it has one
 
 
-def _ports_file_port(run_dir: Path) -> int | None:
-    """The client port from nats-server's ports file (written for ``-p -1 --ports_file_dir``)."""
+def ports_file_port(run_dir: Path, listener: str = "nats") -> int | None:
+    """A listener's port (the client port by default, ``websocket`` for the WebSocket one) from
+    nats-server's ports file (written for ``-p -1 --ports_file_dir``)."""
     for ports_file in run_dir.glob("*.ports"):
         with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
-            url = json.loads(ports_file.read_text())["nats"][0]
+            url = json.loads(ports_file.read_text())[listener][0]
             return urllib.parse.urlsplit(url).port
     return None
 
@@ -63,7 +65,7 @@ def when_logged(line: re.Pattern[str], port: Callable[[], int | None]) -> Ready:
 
 
 def _nats_server_ready(run_dir: Path) -> Ready:
-    return when_logged(_READY, lambda: _ports_file_port(run_dir))
+    return when_logged(_READY, lambda: ports_file_port(run_dir))
 
 
 def _await_ready(
@@ -159,7 +161,9 @@ def image_for(binary: Path, client: Any) -> str:
         raise TargetError(f"cannot build an image of {binary}: {exc}") from None
 
 
-def launch_container(image: str, run_dir: Path, version: str) -> Launched:
+def launch_container(
+    image: str, run_dir: Path, version: str, mounts: tuple[Path, ...] = ()
+) -> Launched:
     docker_container = containers.use_testcontainers()
     conf, log = run_dir / "server.conf", run_dir / "server.log"
     # The host network (no bridge exists); the run dir at the same path inside and out.
@@ -169,6 +173,8 @@ def launch_container(image: str, run_dir: Path, version: str) -> Launched:
         network_mode="host",
         labels=containers.owner_labels(),
     ).with_volume_mapping(str(run_dir), str(run_dir), "rw")
+    for mount in mounts:  # read-only, at the same path (the run's certificates)
+        container = container.with_volume_mapping(str(mount), str(mount), "ro")
     import docker
 
     try:

@@ -1,23 +1,33 @@
-"""Run server cases against server targets: one row per (target, case), judged by the gate; the
-server suite of a run (``harness.suites``)."""
+"""Run server cases against server targets: one row per (target, case, transport), judged by the
+gate; the server suite of a run (``harness.suites``).
+
+Transport is a dimension of the run: each wire case runs over each transport the run selects
+(``harness.runtime.streams.TRANSPORTS``). A plain TCP row keeps the case's id, so history and
+baselines stay valid; another transport's row is ``<case id>@<transport>``, the ``@`` form every
+reader of row ids takes (selection, renames, the gate, the report). A transport the target lacks
+gives skip rows naming why.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...conformance.streaming_server_session import KIND as STREAMING_SERVER
-from ...conformance.vectors import Case, LoadResult, load_all
+from ...conformance.vectors import ROW, Case, LoadResult, load_all
 from ...conformance.verdicts import ROBUSTNESS
 from ..gate import GATING_LEVEL, Baseline, attempts
 from ..results import CaseRef, Found, ResultsWriter, RunContext
+from ..runtime.streams import DEFAULT_TRANSPORT
 from ..suites import (
     Judged,
     OfCases,
     OnRow,
     PlannedRow,
     SuiteError,
+    case_ids,
     judged,
 )
 from . import jetstream_names
@@ -50,6 +60,27 @@ def ordered(cases: list[Case]) -> list[Case]:
     return sorted(cases, key=lambda c: c.id != GREETING_CASE)
 
 
+def row_id(case_id: str, transport: str) -> str:
+    """The id of a case's row over ``transport``: the case id over plain TCP, else
+    ``<case id>@<transport>``."""
+    return case_id if transport == DEFAULT_TRANSPORT else f"{case_id}{ROW}{transport}"
+
+
+Pair = tuple[str, Case]  # a transport and a case: one row
+
+
+def transport_rows(cases: list[Case], transports: tuple[str, ...]) -> list[Pair]:
+    """The rows of ``cases`` over ``transports``, transport after transport in the order given,
+    each transport's greeting case first; a case without a wire script (a name asked through
+    the JetStream API) over plain TCP only."""
+    return [
+        (transport, case)
+        for transport in transports
+        for case in ordered(cases)
+        if transport == DEFAULT_TRANSPORT or "wire" in case.data
+    ]
+
+
 def run_target(
     ctx: RunContext,
     target: WireTarget,
@@ -59,45 +90,55 @@ def run_target(
     on_result: OnRow = lambda row, verdict: None,
     *,
     reruns: int = 0,
+    transports: tuple[str, ...] = (DEFAULT_TRANSPORT,),
+    rows: frozenset[str] = frozenset(),
 ) -> Iterator[Judged]:
-    """Check every case against one target, writing each row as soon as it is known.
+    """Check every case against one target over each of ``transports`` (only the row ids
+    ``rows`` when given), writing each row as soon as it is known.
 
-    The greeting case runs first. Once a case finds that the server does not greet with INFO,
-    that case fails and every later one is an ``error`` saying why, without connecting again.
-    A must case that fails beyond the baseline, and a case of any level that fails as robustness
-    (a crash, a hang), runs up to ``reruns`` more times; one that then passes gets one row, the
-    passing one, whose message names every failed attempt, and the verdict ``FLAKY``.
+    Over each transport the greeting case runs first. Once a case finds that the server does not
+    greet with INFO, that case fails and every later one over that transport is an ``error``
+    saying why, without connecting again. A must case that fails beyond the baseline, and a case
+    of any level that fails as robustness (a crash, a hang), runs up to ``reruns`` more times;
+    one that then passes gets one row, the passing one, whose message names every failed
+    attempt, and the verdict ``FLAKY``.
     """
     version = target.version()
-    broken_greeting = ""
+    broken: dict[str, str] = {}  # transport -> why its server's greeting is broken
     try:
-        for case in ordered(cases):
+        for transport, case in transport_rows(cases, transports):
+            rid = row_id(case.id, transport)
+            if rows and rid not in rows:
+                continue
             flaky = False
-            if broken_greeting:
-                found = Found("error", f"not run: {broken_greeting}", 0.0)
+            if transport in broken:
+                found = Found("error", f"not run: {broken[transport]}", 0.0)
             else:
                 gating = case.level == GATING_LEVEL
-                unlisted = gating and not baseline.lists(target.name, version, case.id)
-                found, flaky, broken = _attempted(case, target, reruns, unlisted=unlisted)
-                if broken:
-                    broken_greeting = f"the target's greeting is broken ({found.message})"
+                unlisted = gating and not baseline.lists(target.name, version, rid)
+                found, flaky, greeting = _attempted(
+                    case, target, transport, reruns, unlisted=unlisted
+                )
+                if greeting:
+                    broken[transport] = f"the target's greeting is broken ({found.message})"
             target_id = (target.name, target.kind, version)
-            row = ctx.record(writer, target_id, CaseRef.of(case), found)
+            ref = dataclasses.replace(CaseRef.of(case), case_id=rid)
+            row = ctx.record(writer, target_id, ref, found, transport=transport)
             yield judged(row, flaky, baseline, on_result)
     finally:
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
 
 
 def _attempted(
-    case: Case, target: WireTarget, reruns: int, *, unlisted: bool
+    case: Case, target: WireTarget, transport: str, reruns: int, *, unlisted: bool
 ) -> tuple[Found, bool, bool]:
-    """``case`` on ``target``, run again up to ``reruns`` more times while it fails, when it is
-    a must case the baseline does not list (``unlisted``) or failed as robustness: what it found,
-    whether flaky, and whether the server's greeting broke."""
-    runs = [check_case(case, target)]
+    """``case`` on ``target`` over ``transport``, run again up to ``reruns`` more times while it
+    fails, when it is a must case the baseline does not list (``unlisted``) or failed as
+    robustness: what it found, whether flaky, and whether the server's greeting broke."""
+    runs = [check_case(case, target, transport=transport)]
 
     def again() -> Found:
-        runs.append(check_case(case, target))
+        runs.append(check_case(case, target, transport=transport))
         return runs[-1].found
 
     # A crash or a hang fails at every level: it is run again at every level too.
@@ -111,10 +152,13 @@ def _attempted(
 @dataclass(frozen=True)
 class ServerSuite(OfCases):
     """The wire cases (and the name cases asked through the JetStream API) against one server
-    target, opened for the run and stopped after it."""
+    target over each of ``transports``, opened for the run and stopped after it; with ``rows``,
+    only those row ids."""
 
     spec: str
     cases: list[Case]
+    transports: tuple[str, ...] = (DEFAULT_TRANSPORT,)
+    rows: frozenset[str] = frozenset()
 
     role = "server"
 
@@ -123,7 +167,18 @@ class ServerSuite(OfCases):
         return f"server {self.spec}"
 
     def planned(self) -> list[PlannedRow]:
-        return [PlannedRow(self.spec, c.id, c.id, c.level, c.group) for c in ordered(self.cases)]
+        out = []
+        for transport, c in transport_rows(self.cases, self.transports):
+            rid = row_id(c.id, transport)
+            if not self.rows or rid in self.rows:
+                out.append(PlannedRow(self.spec, rid, c.id, c.level, c.group))
+        return out
+
+    def only(self, rows: Collection[PlannedRow]) -> ServerSuite:
+        """The cases ``rows`` come from, and only those rows (not every transport of each)."""
+        wanted = case_ids(rows)
+        cases = [case for case in self.cases if case.id in wanted]
+        return dataclasses.replace(self, cases=cases, rows=frozenset(r.row_id for r in rows))
 
     def run(
         self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
@@ -134,8 +189,13 @@ class ServerSuite(OfCases):
         except TargetError as exc:
             raise SuiteError(f"{why}: {exc}") from exc
         with target:
-            try:
-                target.server({})  # a target that cannot start at all is a usage problem
+            offered = [t for t in self.transports if target.lacks(t) is None]
+            try:  # a target that cannot start at all is a usage problem
+                if offered:
+                    target.server({}, offered[0])
             except TargetError as exc:
                 raise SuiteError(f"{why}: {exc}") from exc
-            yield from run_target(ctx, target, self.cases, writer, baseline, on_row, reruns=reruns)
+            yield from run_target(
+                ctx, target, self.cases, writer, baseline, on_row, reruns=reruns,
+                transports=self.transports, rows=self.rows,
+            )  # fmt: skip

@@ -2,8 +2,10 @@
 nats-server processes or containers on this machine, a described server, or a server someone
 else runs at a URL.
 
-A ServerTarget starts one server per distinct wire-script config, bound to 127.0.0.1, and stops
-them all on close. Nothing may outlive the harness (harness.runtime.processes).
+A ServerTarget starts one server per distinct wire-script config and transport group (the
+listeners a server needs for some transports: harness.servers.config.TRANSPORT_GROUPS), bound
+to 127.0.0.1, lazily (a run over plain TCP starts no other), and stops them all on close.
+Nothing may outlive the harness (harness.runtime.processes).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import re
 import shutil
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -26,7 +29,9 @@ from ...conformance.protocol import Direction, Info, Parser
 from ..results import NAME_LIMIT, bounded
 from ..runtime import containers, processes
 from ..runtime.state import DEFAULT_STATE_DIR
-from . import binaries
+from ..runtime.streams import DEFAULT_TRANSPORT, TRANSPORTS, HandshakeError, Stream, open_stream
+from . import binaries, tls
+from .config import TRANSPORT_GROUPS
 from .launch import Launched
 from .specs import RunningServer, TargetError, TargetSpec
 
@@ -41,24 +46,33 @@ def _info_version(info: dict[str, Any]) -> str:
     return bounded(str(info.get("version", "unknown")), NAME_LIMIT)
 
 
-def _server_info(host: str, port: int, timeout: float = 3.0) -> dict[str, Any]:
-    """The INFO a server sends first, parsed by the reference parser, within ``timeout`` seconds
-    overall (a server trickling bytes cannot stretch it)."""
+def _server_info(
+    host: str,
+    port: int,
+    timeout: float = 3.0,
+    *,
+    transport: str = DEFAULT_TRANSPORT,
+    context: ssl.SSLContext | None = None,
+) -> dict[str, Any]:
+    """The INFO a server sends first over ``transport``, parsed by the reference parser, within
+    ``timeout`` seconds overall (a server trickling bytes cannot stretch it)."""
     parser = Parser(Direction.SERVER)
     deadline = time.monotonic() + timeout
+    stream: Stream
     try:
-        sock = socket.create_connection((host, port), timeout=timeout)
+        stream = open_stream(transport, host, port, timeout=timeout, context=context)
     except ConnectionResetError as exc:  # something listens, and reset the connection at once
         raise GreetingError(
             f"{host}:{port} reset the connection before it sent INFO: {exc}"
         ) from None
+    except HandshakeError as exc:
+        raise GreetingError(f"{host}:{port} over {transport}: {exc}") from None
     except OSError as exc:
         raise TargetError(f"no NATS server answers at {host}:{port}: {exc}") from None
-    with sock:
+    try:
         while (remaining := deadline - time.monotonic()) > 0:
             try:
-                sock.settimeout(remaining)
-                data = sock.recv(65536)
+                data = stream.receive(65536, timeout=remaining)
             except TimeoutError:
                 break
             except OSError as exc:
@@ -70,6 +84,8 @@ def _server_info(host: str, port: int, timeout: float = 3.0) -> dict[str, Any]:
                 if not isinstance(events[0], Info):
                     raise GreetingError(f"{host}:{port} sent {events[0]!r} instead of INFO")
                 return events[0].options
+    finally:
+        stream.close()
     raise GreetingError(f"{host}:{port} sent no INFO within {timeout:g} s")
 
 
@@ -104,16 +120,30 @@ class Servers(Protocol):
         """The version it names without a running server; None: its INFO says it."""
         ...
 
+    def lacks(self, transport: str, version: str) -> str | None:
+        """Why its servers (of ``version``) cannot serve ``transport``; None: they can."""
+        ...
+
     def start(
-        self, config: Mapping[str, Any], run_dir: Callable[[], Path], version: str, pids: Path
+        self,
+        config: Mapping[str, Any],
+        group: str,
+        run_dir: Callable[[], Path],
+        version: str,
+        pids: Path,
     ) -> Launched:
-        """A server for ``config``, its files in ``run_dir()``, pid files in ``pids``."""
+        """A server for ``config`` with the listeners of transport ``group`` (a value of
+        ``TRANSPORT_GROUPS``), its files in ``run_dir()``, pid files in ``pids``."""
+        ...
+
+    def reach(self, launched: Launched, transport: str) -> RunningServer:
+        """How ``transport`` reaches a server it started for that transport's group."""
         ...
 
 
 class ServerTarget:
-    """Servers of one target spec; one per distinct wire-script config, started lazily, by the
-    kind's ``Servers``."""
+    """Servers of one target spec; one per distinct wire-script config and transport group,
+    started lazily, by the kind's ``Servers``."""
 
     def __init__(
         self, spec: TargetSpec, servers: Servers, *, state_dir: Path | None = None
@@ -124,7 +154,9 @@ class ServerTarget:
         self._kind_servers = servers
         self._state_dir = state_dir or DEFAULT_STATE_DIR
         self._lock = threading.Lock()
-        self._servers: dict[str, Launched | TargetError] = {}
+        self._servers: dict[tuple[str, str], Launched | TargetError] = {}
+        # How each transport reaches its group's server, kept while that server is the same.
+        self._reached: dict[tuple[str, str], tuple[Launched, RunningServer]] = {}
         self._stops: list[Callable[[], None]] = []
         self._run_dir: Path | None = None
         self._closed = False
@@ -132,19 +164,27 @@ class ServerTarget:
         known = servers.version()
         self._version = known if known is not None else self._greeted_version()
 
+    def lacks(self, transport: str) -> str | None:
+        if transport not in TRANSPORTS:
+            return f"{transport!r} is not a transport the suite knows"
+        return self._kind_servers.lacks(transport, self._version)
+
     def _greeted_version(self) -> str:
-        """The version in its INFO: the server without configuration, started now, says it."""
+        """The version in its INFO: the server without configuration, started now over the
+        first transport it offers, says it."""
         self._version = "unknown"
+        transport = next(t for t in TRANSPORTS if self.lacks(t) is None)
         try:
-            first = self.server({})
-            info = _server_info(first.host, first.port)
+            first = self.server({}, transport)
+            context = None if first.tls is None else tls.client_context(first.tls)
+            info = _server_info(first.host, first.port, transport=transport, context=context)
         except GreetingError:
             return self._version  # its cases find the broken greeting and say so, row by row
         except BaseException:
             self.close()
             raise
         version = _info_version(info)
-        key = json.dumps({})
+        key = (json.dumps({}), TRANSPORT_GROUPS[transport])
         found = self._servers[key]
         if isinstance(found, Launched):
             self._servers[key] = dataclasses.replace(
@@ -155,10 +195,16 @@ class ServerTarget:
     def version(self) -> str:
         return self._version
 
-    def server(self, config: Mapping[str, Any]) -> RunningServer:
-        """The server for ``config`` (a wire script's "config", {} for none): started once, and
-        started again when an earlier case left it dead, so one crash costs one case."""
-        key = json.dumps(dict(config), sort_keys=True)
+    def server(
+        self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT
+    ) -> RunningServer:
+        """The server for ``config`` (a wire script's "config", {} for none) over ``transport``:
+        started once per transport group, and started again when an earlier case left it dead,
+        so one crash costs one case; TargetError for a transport the target lacks."""
+        lacking = self.lacks(transport)
+        if lacking is not None:
+            raise TargetError(lacking)
+        key = _key(config, transport)
         with self._lock:
             if self._closed:
                 raise TargetError(f"target {self.name} is closed")
@@ -168,23 +214,30 @@ class ServerTarget:
                 found = None
             if found is None:
                 try:
-                    found = self._start(config)
+                    found = self._start(config, key[1])
                 except TargetError as exc:
                     found = exc  # the same config fails the same way: start once
                 self._servers[key] = found
-        if isinstance(found, TargetError):
-            raise found
-        return found.running
+            if isinstance(found, TargetError):
+                raise found
+            reached = self._reached.get((key[0], transport))
+            if reached is None or reached[0] is not found:
+                reached = self._reached[(key[0], transport)] = (
+                    found, self._kind_servers.reach(found, transport)
+                )  # fmt: skip
+        return reached[1]
 
-    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
-        """Why the server started for ``config`` no longer runs ("exited with status 2": it
-        crashed, since only ``close`` stops it); None while it runs, or when it is not ours to
-        watch (url: targets).
+    def gone(
+        self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT, *, within: float = 0.0
+    ) -> str | None:
+        """Why the server started for ``config`` and ``transport`` no longer runs ("exited with
+        status 2": it crashed, since only ``close`` stops it); None while it runs, or when it is
+        not ours to watch (url: targets).
 
         A process that crashes closes its connections and its listener a moment before its exit
         shows: with ``within``, a listener that refuses connections is waited on for that many
         seconds until the exit shows (a running server's listener accepts: no wait)."""
-        found = self._servers.get(json.dumps(dict(config), sort_keys=True))
+        found = self._servers.get(_key(config, transport))
         if not self._kind_servers.watched or not isinstance(found, Launched):
             return None
         why = found.exited()
@@ -195,9 +248,9 @@ class ServerTarget:
                 why = found.exited()
         return why
 
-    def _start(self, config: Mapping[str, Any]) -> Launched:
+    def _start(self, config: Mapping[str, Any], group: str) -> Launched:
         pids = self._state_dir / "pids"
-        launched = self._kind_servers.start(config, self._new_run_dir, self._version, pids)
+        launched = self._kind_servers.start(config, group, self._new_run_dir, self._version, pids)
         self._stops.append(launched.stop)
         return launched
 
@@ -227,6 +280,11 @@ class ServerTarget:
 
     def __repr__(self) -> str:
         return f"ServerTarget({self.name!r}, version={self._version!r})"
+
+
+def _key(config: Mapping[str, Any], transport: str) -> tuple[str, str]:
+    """Which server serves ``config`` over ``transport``: one per config and transport group."""
+    return json.dumps(dict(config), sort_keys=True), TRANSPORT_GROUPS.get(transport, transport)
 
 
 @atexit.register

@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
 from ..runtime.state import LOCAL_HOSTS
+from ..runtime.streams import DEFAULT_TRANSPORT
 
 _PIN = re.compile(r"[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?")
+# A url: target's scheme -> the transport it names (harness.runtime.streams.TRANSPORTS).
+URL_TRANSPORTS = {"nats": "tcp", "tls": "tls", "ws": "ws", "wss": "wss"}
+_VERIFIED_SCHEMES = ("tls", "wss")  # the schemes that take ?ca=FILE or ?insecure
 
 
 class TargetError(Exception):
@@ -23,8 +27,8 @@ class TargetError(Exception):
 
 @dataclass(frozen=True)
 class TlsOptions:
-    """How the wire client upgrades a connection to TLS after the server's INFO: verifying the
-    server's certificate against ``ca`` (a CA file), or, with ``ca`` None, not verifying it."""
+    """How the wire client verifies a server over TLS (after its INFO, TLS-first or under a
+    WebSocket): against ``ca`` (a CA file), or, with ``ca`` None, not at all."""
 
     ca: str | None
 
@@ -36,19 +40,23 @@ class TargetSpec:
     version_pin: str | None = None
     path: str | None = None
     inner: TargetSpec | None = None  # container: the binary; deviant: the target behind the proxy
-    url: str | None = None  # url: normalized nats://HOST:PORT or tls://HOST:PORT
-    tls: TlsOptions | None = None  # url: with tls://
+    url: str | None = None  # url: normalized SCHEME://HOST:PORT (URL_TRANSPORTS' schemes)
+    tls: TlsOptions | None = None  # url: with tls:// or wss://
     deviation: str | None = None  # deviant: a name in harness.servers.deviants.DEVIATIONS
 
 
 @dataclass(frozen=True)
 class RunningServer:
+    """A started server, as one transport reaches it: its URL, host and port (the WebSocket
+    listener's for the WebSocket transports), version, log, and how TLS verifies it."""
+
     url: str
     host: str
     port: int
     version: str
     log_path: Path | None
-    tls: TlsOptions | None = None  # the wire client upgrades to TLS after INFO
+    tls: TlsOptions | None = None  # for the transports over TLS: the CA the server is checked by
+    transport: str = DEFAULT_TRANSPORT  # harness.runtime.streams.TRANSPORTS
 
 
 @runtime_checkable
@@ -79,13 +87,22 @@ class WireTarget(Target, Protocol):
     @property
     def configurable(self) -> bool: ...  # whether it takes a wire script's config at all
 
-    def server(self, config: Mapping[str, Any]) -> RunningServer:
-        """The server for ``config`` ({} for none), started once; TargetError if it cannot."""
+    def lacks(self, transport: str) -> str | None:
+        """Why the target cannot serve ``transport`` (None: it offers it)."""
         ...
 
-    def gone(self, config: Mapping[str, Any], *, within: float = 0.0) -> str | None:
-        """Why the server for ``config`` no longer runs (None: it runs, or is not ours to
-        watch), waiting up to ``within`` seconds for a refused listener's exit to show."""
+    def server(
+        self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT
+    ) -> RunningServer:
+        """The server for ``config`` ({} for none) over ``transport``, started once; TargetError
+        if it cannot (a transport it lacks among the reasons)."""
+        ...
+
+    def gone(
+        self, config: Mapping[str, Any], transport: str = DEFAULT_TRANSPORT, *, within: float = 0.0
+    ) -> str | None:
+        """Why the server for ``config`` and ``transport`` no longer runs (None: it runs, or is
+        not ours to watch), waiting up to ``within`` seconds for a refused listener's exit."""
         ...
 
 
@@ -109,30 +126,31 @@ def parse_binary_spec(text: str, bad: Bad) -> TargetSpec:
 
 
 def parse_url(text: str, bad: Bad) -> tuple[str, TlsOptions | None]:
-    """The normalized URL, and for tls:// how to verify the server (``?ca=FILE`` or, said
-    explicitly, ``?insecure``)."""
+    """The normalized URL, and for tls:// and wss:// how to verify the server (``?ca=FILE`` or,
+    said explicitly, ``?insecure``)."""
     try:
         parts = urllib.parse.urlsplit(text)
         port = parts.port or 4222
         query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
     except ValueError as exc:
         raise bad(f"not a URL: {exc}") from None
-    if parts.scheme not in ("nats", "tls"):
-        raise bad("the URL must start with nats:// or tls://")
+    if parts.scheme not in URL_TRANSPORTS:
+        raise bad(f"the URL must start with {', '.join(f'{s}://' for s in URL_TRANSPORTS)}")
     if parts.hostname not in LOCAL_HOSTS:
         raise bad(
             f"host {parts.hostname!r} is not on this machine: use 127.0.0.1, localhost or ::1"
         )
     if parts.username or parts.password:
         raise bad("no credentials in the URL: wire scripts send their own CONNECT")
-    if parts.path not in ("", "/") or parts.fragment or (query and parts.scheme == "nats"):
-        raise bad("the URL names a server only: nats://HOST:PORT")
+    verified = parts.scheme in _VERIFIED_SCHEMES
+    if parts.path not in ("", "/") or parts.fragment or (query and not verified):
+        raise bad(f"the URL names a server only: {parts.scheme}://HOST:PORT")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     url = f"{parts.scheme}://{host}:{port}"
-    return url, _tls_options(query, bad) if parts.scheme == "tls" else None
+    return url, _tls_options(query, parts.scheme, bad) if verified else None
 
 
-def _tls_options(query: dict[str, list[str]], bad: Bad) -> TlsOptions:
+def _tls_options(query: dict[str, list[str]], scheme: str, bad: Bad) -> TlsOptions:
     # No default: certificates of 127.0.0.1 are not in the system's store, so a silent default
     # would either always fail or silently not verify.
     if query == {"insecure": [""]}:
@@ -142,4 +160,6 @@ def _tls_options(query: dict[str, list[str]], bad: Bad) -> TlsOptions:
         if not ca.is_file():
             raise bad(f"the CA file {ca} does not exist")
         return TlsOptions(ca=str(ca))
-    raise bad("tls:// takes ?ca=FILE (verify the server against that CA) or ?insecure (do not)")
+    raise bad(
+        f"{scheme}:// takes ?ca=FILE (verify the server against that CA) or ?insecure (do not)"
+    )

@@ -1,12 +1,15 @@
-"""TLS for the wire client: the context a ``url:tls://`` target asks for."""
+"""TLS for the wire client: the context a target's ``TlsOptions`` ask for (a ``url:tls://`` or
+``url:wss://`` target's, or the run's CA for a launched server), made once per options."""
 
 from __future__ import annotations
 
+import functools
 import ssl
 
 from .specs import TlsOptions
 
 
+@functools.cache
 def client_context(options: TlsOptions) -> ssl.SSLContext:
     """A client context that verifies the server against ``options.ca`` (its certificate must
     name the host the URL names), or that verifies nothing when the target said ``insecure``."""

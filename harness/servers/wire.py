@@ -1,4 +1,5 @@
-"""Run a vector's wire script against a live server over raw TCP, recording everything on the wire.
+"""Run a vector's wire script against a live server over its transport (plain TCP, TLS,
+WebSocket: ``harness.runtime.streams``), recording the NATS bytes on the wire.
 
 No protocol logic lives here: server bytes are parsed by the reference parser and each exchange is
 judged by ``conformance.vectors.compare_exchange``. What this module adds is I/O that always ends:
@@ -7,8 +8,6 @@ every wait has a deadline, every read a byte budget, so a misbehaving server get
 
 from __future__ import annotations
 
-import socket
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from ...conformance.wire_script import ConnectionPlan
 from ..results import Found
 from ..runtime.limits import READ_LIMITS
+from ..runtime.streams import DEFAULT_TRANSPORT, HandshakeError, SocketStream, Stream, open_stream
 from ..runtime.transcripts import Direction, Transcript
 from . import tls
 
@@ -41,7 +41,8 @@ _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive li
 
 
 class WireConnection:
-    """A blocking TCP client to a NATS server that records a transcript and never waits unbounded.
+    """A blocking client to a NATS server, over any transport's ``Stream``, that records a
+    transcript (the NATS bytes both ways, the handshakes as notes) and never waits unbounded.
 
     It answers a server PING with PONG and leaves PING and INFO out of what ``receive`` returns,
     except the connection's first operation (which should be the INFO), returned whatever it is;
@@ -51,14 +52,14 @@ class WireConnection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        stream: Stream,
         started: float,
         *,
         plan: ConnectionPlan | None = None,
         transcript: Transcript | None = None,
         label: str = "",
     ) -> None:
-        self._sock = sock
+        self._stream = stream
         self._started = started
         self.opened = time.monotonic()  # when the server accepted: its timers start then
         self._plan = plan or ConnectionPlan(wire_script.DEFAULT_CONNECTION)
@@ -75,25 +76,55 @@ class WireConnection:
         self._final = ""
         self.transcript = transcript if transcript is not None else Transcript()
         self._unread: list[Arrival] = []  # operations read but given back: the next read's first
+        self._shown = ""  # the stream's handshakes noted so far
+        self._noted()
 
     @classmethod
     def connect(
-        cls, host: str, port: int, *, timeout: float, started: float | None = None, **kw: Any
+        cls,
+        host: str,
+        port: int,
+        *,
+        timeout: float,
+        started: float | None = None,
+        transport: str = DEFAULT_TRANSPORT,
+        tls_options: TlsOptions | None = None,
+        **kw: Any,
     ) -> WireConnection:
-        """Open the connection; OSError (refused, timed out, ...) propagates to the caller."""
+        """Open the connection over ``transport`` (its handshakes done, but for ``tls`` that
+        upgrades after the INFO: ``start_tls``). OSError (refused, timed out, ...) and
+        HandshakeError (a TLS handshake or WebSocket upgrade that failed or hung) propagate."""
         began = time.monotonic() if started is None else started
-        sock = socket.create_connection((host, port), timeout=timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return cls(sock, began, **kw)
+        context = None if tls_options is None else tls.client_context(tls_options)
+        stream = open_stream(transport, host, port, timeout=timeout, context=context)
+        return cls(stream, began, **kw)
+
+    @classmethod
+    def to(cls, server: RunningServer, *, timeout: float, **kw: Any) -> WireConnection:
+        """A connection to ``server`` over its transport."""
+        return cls.connect(
+            server.host, server.port, timeout=timeout, transport=server.transport,
+            tls_options=server.tls, **kw,
+        )  # fmt: skip
 
     def start_tls(self, options: TlsOptions, hostname: str, *, timeout: float) -> None:
         """Upgrade to TLS, as a client does after the INFO of a server that requires it;
-        ssl.SSLError or OSError (a failed handshake, a refused certificate) propagate."""
+        HandshakeError (a failed handshake, a refused certificate, no answer) propagates."""
         self.note(f"TLS handshake, {tls.describe(options)}")
-        self._sock.settimeout(timeout)
-        context = tls.client_context(options)
-        self._sock = context.wrap_socket(self._sock, server_hostname=hostname)
-        self.note(f"TLS established: {self._sock.version()}")
+        if not isinstance(self._stream, SocketStream):
+            raise HandshakeError(f"a {self._stream.transport} connection cannot start TLS")
+        self._stream.start_tls(tls.client_context(options), hostname, timeout=timeout)
+        self._noted()
+
+    @property
+    def transport(self) -> str:
+        return self._stream.transport
+
+    def _noted(self) -> None:
+        """The stream's handshake (once it has one) as a note."""
+        if self._stream.negotiated and self._stream.negotiated != self._shown:
+            self._shown = self._stream.negotiated
+            self.note(self._shown)
 
     @property
     def incomplete(self) -> bool:
@@ -117,8 +148,7 @@ class WireConnection:
             self.note("not sent: an earlier send failed")
             return False
         try:
-            self._sock.settimeout(timeout)
-            self._sock.sendall(data)
+            self._stream.send(data, timeout=timeout)
         except TimeoutError:
             self.note(f"send did not complete within {timeout:g} s")
         except OSError as exc:  # the peer closed or reset: what it sent before is still readable
@@ -219,10 +249,7 @@ class WireConnection:
                 break
             remaining = (held if done else deadline) - now
             try:
-                if remaining <= 0:
-                    raise TimeoutError
-                self._sock.settimeout(remaining)
-                data = self._sock.recv(min(CHUNK, budget))
+                data = self._stream.receive(min(CHUNK, budget), timeout=remaining)
             except TimeoutError:
                 if done:  # the hold is over and what was awaited came
                     continue
@@ -230,8 +257,10 @@ class WireConnection:
                 self._record("timeout", self.stopped.encode())
                 break
             except OSError as exc:
+                self._stream_notes()
                 self._peer_closed(f"connection lost: {exc.strerror or exc}")
                 break
+            self._stream_notes()
             if not data:
                 self._peer_closed("connection closed by the server")
                 break
@@ -241,6 +270,10 @@ class WireConnection:
             budget -= len(data)
             out += [(came, e) for e in self._keep(self._parser.feed(data), deadline)]
         return out
+
+    def _stream_notes(self) -> None:
+        for text in self._stream.notes():
+            self.note(text)
 
     def _keep(self, events: list[protocol.Event], deadline: float) -> list[protocol.Event]:
         """Drop what the comparison leaves out, answer PINGs (one send per chunk), note errors."""
@@ -274,7 +307,7 @@ class WireConnection:
         self._final = self.stopped = how
 
     def close(self) -> None:
-        self._sock.close()
+        self._stream.close()
 
     def __enter__(self) -> WireConnection:
         return self
@@ -367,11 +400,16 @@ def run_wire_script(
                 opens = conn is None
                 if conn is None:
                     try:
-                        conn = WireConnection.connect(
-                            server.host, server.port, timeout=timeout, started=started,
+                        conn = WireConnection.to(
+                            server, timeout=timeout, started=started,
                             plan=plans[name], transcript=transcript,
                             label=name if labelled else "",
                         )  # fmt: skip
+                    except HandshakeError as exc:  # the suite's transport setup, not a finding
+                        at, label = time.monotonic() - started, name if labelled else ""
+                        transcript.add(at, "close", f"connect: {exc}".encode(), label)
+                        why = f"{server.transport} handshake with {server.url} failed: {exc}"
+                        raise _Verdict("error", why) from exc
                     except OSError as exc:
                         at, label = time.monotonic() - started, name if labelled else ""
                         transcript.add(at, "close", f"connect: {exc}".encode(), label)
@@ -384,7 +422,7 @@ def run_wire_script(
                     conns[name] = conn
                     seen[name] = []
                     _expect_info(conn, timeout, first=len(conns) == 1, name=name, seen=seen[name])
-                    if server.tls is not None:
+                    if server.transport == "tls":  # the upgrade after the plaintext INFO
                         _start_tls(conn, server, timeout)
                 _run_exchange(conn, exchange, i, timeout, opens=opens, seen=seen[name])
         finally:
@@ -438,7 +476,7 @@ def _start_tls(wire: WireConnection, server: RunningServer, timeout: float) -> N
     assert server.tls is not None
     try:
         wire.start_tls(server.tls, server.host, timeout=timeout)
-    except (ssl.SSLError, OSError) as exc:  # the suite's TLS setup, not a protocol finding
+    except HandshakeError as exc:  # the suite's TLS setup, not a protocol finding
         wire.note(f"TLS handshake failed: {exc}")
         raise _Verdict("error", f"TLS handshake with {server.url} failed: {exc}") from exc
 
