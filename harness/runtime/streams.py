@@ -80,6 +80,10 @@ class Stream(Protocol):
         not allow, a ping answered, a close frame), for the transcript."""
         ...
 
+    def limit_frames(self, size: int) -> None:
+        """Send at most ``size`` NATS bytes per frame, where the transport has frames."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -125,6 +129,9 @@ class SocketStream:
     def notes(self) -> list[str]:
         return []
 
+    def limit_frames(self, size: int) -> None:
+        pass  # a byte stream: no frames
+
     def close(self) -> None:
         self._sock.close()
 
@@ -156,6 +163,7 @@ class WebSocketStream:
         self._notes: list[str] = []
         self._closed = False
         self._accepted = False
+        self._frame_limit = 0  # NATS bytes per frame at most (0: a send is one frame)
         self.extensions = ""  # what the server's Sec-WebSocket-Extensions accepted ("" none)
         self.negotiated = ""
         shown = f"[{host}]" if ":" in host else host
@@ -224,12 +232,21 @@ class WebSocketStream:
             with contextlib.suppress(OSError, LocalProtocolError):  # closed: answering is courtesy
                 self._write(self._ws.send(event.response()), max(timeout, 0.001))
 
+    def limit_frames(self, size: int) -> None:
+        self._frame_limit = max(size, 1)
+
     def send(self, data: bytes, *, timeout: float) -> None:
+        """``data`` in one binary message, or in as many as the frame limit asks (the documents
+        let a frame hold part of an operation, and a server must parse partial operations)."""
+        size = self._frame_limit or max(len(data), 1)
         try:
-            frame = self._ws.send(BytesMessage(data=data))
+            frames = b"".join(
+                self._ws.send(BytesMessage(data=data[i : i + size]))
+                for i in range(0, max(len(data), 1), size)
+            )
         except LocalProtocolError as exc:  # closing or closed
             raise ConnectionError(f"cannot send: the WebSocket is {self._ws.state.name}") from exc
-        self._write(frame, timeout)
+        self._write(frames, timeout)
 
     def receive(self, size: int, *, timeout: float) -> bytes:
         deadline = time.monotonic() + timeout

@@ -275,6 +275,15 @@ class WireConnection:
         for text in self._stream.notes():
             self.note(text)
 
+    def _limit_frames(self, greeting: protocol.Event) -> None:
+        """No frame larger than the server's max_payload: nats-server (2.15.1) refuses a
+        compressed WebSocket frame that inflates beyond it ("maximum payload exceeded"), while
+        the documents bound only a message's payload, so a frame of the suite's own choosing
+        must not decide a case about payloads."""
+        size = greeting.options.get("max_payload") if isinstance(greeting, protocol.Info) else None
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            self._stream.limit_frames(size)
+
     def _keep(self, events: list[protocol.Event], deadline: float) -> list[protocol.Event]:
         """Drop what the comparison leaves out, answer PINGs (one send per chunk), note errors."""
         kept = []
@@ -283,6 +292,7 @@ class WireConnection:
             if self._first:
                 self._first = False
                 kept.append(event)
+                self._limit_frames(event)
                 continue
             if isinstance(event, protocol.Ping):
                 pings += 1
