@@ -102,7 +102,10 @@ def test_stores_of_the_old_layouts_still_read_beside_new_rows(spark: Any, tmp_pa
     assert [(c.case_id, c.before, c.after) for c in target.changes] == [("c1", "fail", "pass")]
     assert [p.name for p in store.glob("date=*")] == ["date=2026-11-02"]  # the new rows
     stored = history.load(spark, str(store)).select("run_id", *LATER_KEYS).distinct().collect()
-    assert sorted(map(tuple, stored)) == [(RUN_A, "conformance", ""), (RUN_B, "conformance", "")]
+    assert sorted(map(tuple, stored)) == [
+        (RUN_A, "conformance", "", "tcp"),
+        (RUN_B, "conformance", "", "tcp"),
+    ]
 
 
 def test_a_date_store_without_the_later_columns_reads_them_as_defaults(
@@ -134,9 +137,9 @@ def test_a_date_store_without_the_later_columns_reads_them_as_defaults(
     assert not problems and (report.rows_added, report.rows_total) == (1, 3)
     stored = history.load(spark, str(store)).select("run_id", "case_id", *LATER_KEYS).collect()
     assert sorted(map(tuple, stored)) == [
-        (RUN_A, "c0", "conformance", ""),
-        (RUN_A, "c1", "conformance", ""),
-        (RUN_B, "c1", "robustness", '{"closed":true}'),
+        (RUN_A, "c0", "conformance", "", "tcp"),
+        (RUN_A, "c1", "conformance", "", "tcp"),
+        (RUN_B, "c1", "robustness", '{"closed":true}', "tcp"),
     ]
 
 
@@ -178,8 +181,8 @@ def test_rows_written_before_category_and_observed_ingest_with_the_defaults(
     results = write_results(tmp_path / "r.jsonl", rows)
     read = ingest.read_rows(spark, [results]).where("not bad").select("case_id", *LATER_KEYS)
     assert sorted(map(tuple, read.collect())) == [
-        ("c.new", "robustness", bounded_observation),
-        ("c.old", "conformance", ""),
+        ("c.new", "robustness", bounded_observation, "tcp"),
+        ("c.old", "conformance", "", "tcp"),
     ]
     report, problems = pipeline.build([results], tmp_path / "report", store=str(tmp_path / "h"))
     assert {p.line: p.problem for p in problems} == {
