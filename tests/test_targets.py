@@ -523,8 +523,11 @@ def test_container_of_a_dynamically_linked_binary_carries_its_libraries(
 
 # --- no leftovers --------------------------------------------------------------------------------
 
+# The child meets SIGINT as a program started from a terminal does, whatever disposition the
+# test process happens to pass on (one ignoring SIGINT would leave the child ignoring it too).
 CHILD = """
-import json, sys, time
+import json, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 from nats_conformance.harness.runtime import processes
 from nats_conformance.harness.servers.kinds import open_target
