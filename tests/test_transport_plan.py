@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
+from nats_conformance.harness.commands.targets import transports_text
 from nats_conformance.harness.gate import cited_statement
 from nats_conformance.harness.results import ResultRow, read_rows
 from nats_conformance.harness.runtime.certs import SERVER_NAMES, CertFiles, Certificates
@@ -195,3 +196,21 @@ def _handshake(server: ssl.SSLContext, client: ssl.SSLContext, name: str) -> boo
     finally:
         thread.join(2)
         listener.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "listed"),
+    [
+        ("2.15.1", "over tcp, tls, tls-first, ws, wss, ws-deflate"),
+        ("2.10.4", "over tcp, tls, tls-first, ws, wss, ws-deflate"),
+        ("2.9.10", "over tcp, tls, ws, wss, ws-deflate; nats-server 2.9.10 has no TLS-first"
+                   " handshake (it came in 2.10.4)"),
+        ("2.1.9", "over tcp, tls; nats-server 2.1.9 has no TLS-first handshake (it came in 2.10.4);"
+                  " nats-server 2.1.9 has no WebSocket"),
+    ],
+)  # fmt: skip
+def test_targets_lists_the_transports_each_release_runs_over(version: str, listed: str) -> None:
+    """`nats-conformance targets` says what the run will do with each server release."""
+    text = transports_text(version)
+    assert text.startswith(listed)
+    assert text.count("has no WebSocket") <= 1  # one reason, not one per WebSocket transport

@@ -6,8 +6,17 @@ import argparse
 import sys
 
 from ..clients import registry, streaming_bridge
+from ..runtime.streams import TRANSPORTS
 from ..servers import stan as stan_server
+from ..servers.kinds import release_lacks
 from ..servers.server_targets import available_targets
+
+
+def transports_text(version: str) -> str:
+    """The transports a nats-server release's wire cases run over, and why any is left out."""
+    lacking = {t: why for t in TRANSPORTS if (why := release_lacks(version, t)) is not None}
+    offered = ", ".join(t for t in TRANSPORTS if t not in lacking)
+    return f"over {offered}" + "".join(f"; {why}" for why in dict.fromkeys(lacking.values()))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -16,7 +25,9 @@ def main(args: argparse.Namespace) -> int:
     except registry.ClientError as exc:
         print(f"nats-conformance: {exc}", file=sys.stderr)
         return 2
-    for spec, version in available_targets() + registry.available_clients():
+    for spec, version in available_targets():
+        print(f"{spec}\t{version}\t{transports_text(version)}")
+    for spec, version in registry.available_clients():
         print(f"{spec}\t{version}")
     for name, library in registry.STREAMING_LIBRARIES.items():
         print(f"client:{name}\t{library.registry}, built on first use")
