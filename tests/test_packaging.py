@@ -26,6 +26,16 @@ def test_the_wheel_installs_only_names_of_its_own(tmp_path: Path) -> None:
     assert {t for t in tops if not t.endswith(".dist-info")} == {"nats_conformance"}
     for part in GENERIC:  # every part and its data is inside, under the distribution's name
         assert f"nats_conformance/{part}/__init__.py" in names
+    # Every module, a folder pyproject.toml's package list forgot included (an editable install
+    # of a clone would still find it).
+    drivers = ROOT / "harness" / "drivers"
+    modules = {
+        f"nats_conformance/{path.relative_to(ROOT).as_posix()}"
+        for part in GENERIC
+        for path in (ROOT / part).rglob("*.py")
+        if not path.is_relative_to(drivers)
+    }
+    assert modules - set(names) == set()
     # Data beside the code that reads it, where the repository keeps it.
     assert "nats_conformance/schemas/vector.schema.json" in names
     assert "nats_conformance/schemas/baseline.schema.json" in names
