@@ -11,6 +11,8 @@ gives skip rows naming why.
 from __future__ import annotations
 
 import dataclasses
+import queue
+import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,7 @@ from ..suites import (
 )
 from . import jetstream_names
 from .checks import check_case
+from .config import TRANSPORT_GROUPS
 from .kinds import open_target
 from .specs import TargetError, WireTarget
 
@@ -81,6 +84,16 @@ def transport_rows(cases: list[Case], transports: tuple[str, ...]) -> list[Pair]
     ]
 
 
+def lanes(pairs: list[Pair]) -> list[list[Pair]]:
+    """``pairs`` split by the server that serves them (one lane per transport group of
+    ``harness.servers.config.TRANSPORT_GROUPS``), each lane in the order given. Lanes share no
+    server, so they run side by side and a crash is charged to the case whose server died."""
+    out: dict[str, list[Pair]] = {}
+    for transport, case in pairs:
+        out.setdefault(TRANSPORT_GROUPS.get(transport, transport), []).append((transport, case))
+    return list(out.values())
+
+
 def run_target(
     ctx: RunContext,
     target: WireTarget,
@@ -96,6 +109,10 @@ def run_target(
     """Check every case against one target over each of ``transports`` (only the row ids
     ``rows`` when given), writing each row as soon as it is known.
 
+    The transport groups run side by side, one thread each (``lanes``): over TLS and WebSocket a
+    server's run costs a few times its TCP run instead of once per transport. Rows are written
+    (here, in the calling thread) in the order they finish; within a transport, in case order.
+
     Over each transport the greeting case runs first. Once a case finds that the server does not
     greet with INFO, that case fails and every later one over that transport is an ``error``
     saying why, without connecting again. A must case that fails beyond the baseline, and a case
@@ -104,28 +121,58 @@ def run_target(
     attempt, and the verdict ``FLAKY``.
     """
     version = target.version()
-    broken: dict[str, str] = {}  # transport -> why its server's greeting is broken
+    pairs = [
+        (t, c) for t, c in transport_rows(cases, transports) if not rows or row_id(c.id, t) in rows
+    ]
+    done: queue.Queue[tuple[str, Case, Found, bool] | BaseException | None] = queue.Queue()
+    stop = threading.Event()
+
+    def lane(work: list[Pair]) -> None:
+        broken: dict[str, str] = {}  # transport -> why its server's greeting is broken
+        try:
+            for transport, case in work:
+                if stop.is_set():
+                    break
+                flaky = False
+                if transport in broken:
+                    found = Found("error", f"not run: {broken[transport]}", 0.0)
+                else:
+                    gating = case.level == GATING_LEVEL
+                    unlisted = gating and not baseline.lists(
+                        target.name, version, row_id(case.id, transport)
+                    )
+                    found, flaky, greeting = _attempted(
+                        case, target, transport, reruns, unlisted=unlisted
+                    )
+                    if greeting:
+                        broken[transport] = f"the target's greeting is broken ({found.message})"
+                done.put((transport, case, found, flaky))
+        except BaseException as exc:  # handed to the calling thread, which raises it
+            done.put(exc)
+        finally:
+            done.put(None)
+
+    threads = [threading.Thread(target=lane, args=(work,), daemon=True) for work in lanes(pairs)]
+    for thread in threads:
+        thread.start()
+    running = len(threads)
+    target_id = (target.name, target.kind, version)
     try:
-        for transport, case in transport_rows(cases, transports):
-            rid = row_id(case.id, transport)
-            if rows and rid not in rows:
+        while running:
+            item = done.get()
+            if item is None:
+                running -= 1
                 continue
-            flaky = False
-            if transport in broken:
-                found = Found("error", f"not run: {broken[transport]}", 0.0)
-            else:
-                gating = case.level == GATING_LEVEL
-                unlisted = gating and not baseline.lists(target.name, version, rid)
-                found, flaky, greeting = _attempted(
-                    case, target, transport, reruns, unlisted=unlisted
-                )
-                if greeting:
-                    broken[transport] = f"the target's greeting is broken ({found.message})"
-            target_id = (target.name, target.kind, version)
-            ref = dataclasses.replace(CaseRef.of(case), case_id=rid)
+            if isinstance(item, BaseException):
+                raise item
+            transport, case, found, flaky = item
+            ref = dataclasses.replace(CaseRef.of(case), case_id=row_id(case.id, transport))
             row = ctx.record(writer, target_id, ref, found, transport=transport)
             yield judged(row, flaky, baseline, on_result)
     finally:
+        stop.set()  # an interrupted run: each lane ends after its case in flight
+        for thread in threads:
+            thread.join()
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
 
 
