@@ -84,13 +84,14 @@ def transport_rows(cases: list[Case], transports: tuple[str, ...]) -> list[Pair]
     ]
 
 
-def lanes(pairs: list[Pair]) -> list[list[Pair]]:
-    """``pairs`` split by the server that serves them (one lane per transport group of
-    ``harness.servers.config.TRANSPORT_GROUPS``), each lane in the order given. Lanes share no
-    server, so they run side by side and a crash is charged to the case whose server died."""
-    out: dict[str, list[Pair]] = {}
-    for transport, case in pairs:
-        out.setdefault(TRANSPORT_GROUPS.get(transport, transport), []).append((transport, case))
+def lanes(pairs: list[Pair]) -> list[list[int]]:
+    """The positions of ``pairs`` split by the server that serves them (one lane per transport
+    group of ``harness.servers.config.TRANSPORT_GROUPS``), each lane in the order given. Lanes
+    share no server, so they run side by side and a crash is charged to the case whose server
+    died."""
+    out: dict[str, list[int]] = {}
+    for at, (transport, _) in enumerate(pairs):
+        out.setdefault(TRANSPORT_GROUPS.get(transport, transport), []).append(at)
     return list(out.values())
 
 
@@ -107,11 +108,13 @@ def run_target(
     rows: frozenset[str] = frozenset(),
 ) -> Iterator[Judged]:
     """Check every case against one target over each of ``transports`` (only the row ids
-    ``rows`` when given), writing each row as soon as it is known.
+    ``rows`` when given), writing the rows in a stable order: transport after transport, in
+    case order.
 
     The transport groups run side by side, one thread each (``lanes``): over TLS and WebSocket a
-    server's run costs a few times its TCP run instead of once per transport. Rows are written
-    (here, in the calling thread) in the order they finish; within a transport, in case order.
+    server's run costs a few times its TCP run instead of once per transport. A row is written
+    (here, in the calling thread) as soon as it and every row before it are known, so an
+    interrupted run keeps a prefix of the rows and two runs write their rows in the same order.
 
     Over each transport the greeting case runs first. Once a case finds that the server does not
     greet with INFO, that case fails and every later one over that transport is an ``error``
@@ -124,15 +127,16 @@ def run_target(
     pairs = [
         (t, c) for t, c in transport_rows(cases, transports) if not rows or row_id(c.id, t) in rows
     ]
-    done: queue.Queue[tuple[str, Case, Found, bool] | BaseException | None] = queue.Queue()
+    done: queue.Queue[tuple[int, Found, bool] | BaseException] = queue.Queue()
     stop = threading.Event()
 
-    def lane(work: list[Pair]) -> None:
+    def lane(positions: list[int]) -> None:
         broken: dict[str, str] = {}  # transport -> why its server's greeting is broken
         try:
-            for transport, case in work:
+            for at in positions:
                 if stop.is_set():
-                    break
+                    return
+                transport, case = pairs[at]
                 flaky = False
                 if transport in broken:
                     found = Found("error", f"not run: {broken[transport]}", 0.0)
@@ -146,26 +150,23 @@ def run_target(
                     )
                     if greeting:
                         broken[transport] = f"the target's greeting is broken ({found.message})"
-                done.put((transport, case, found, flaky))
+                done.put((at, found, flaky))
         except BaseException as exc:  # handed to the calling thread, which raises it
             done.put(exc)
-        finally:
-            done.put(None)
 
     threads = [threading.Thread(target=lane, args=(work,), daemon=True) for work in lanes(pairs)]
     for thread in threads:
         thread.start()
-    running = len(threads)
+    known: dict[int, tuple[Found, bool]] = {}
     target_id = (target.name, target.kind, version)
     try:
-        while running:
-            item = done.get()
-            if item is None:
-                running -= 1
-                continue
-            if isinstance(item, BaseException):
-                raise item
-            transport, case, found, flaky = item
+        for at, (transport, case) in enumerate(pairs):
+            while at not in known:
+                item = done.get()
+                if isinstance(item, BaseException):
+                    raise item
+                known[item[0]] = item[1:]
+            found, flaky = known.pop(at)
             ref = dataclasses.replace(CaseRef.of(case), case_id=row_id(case.id, transport))
             row = ctx.record(writer, target_id, ref, found, transport=transport)
             yield judged(row, flaky, baseline, on_result)
