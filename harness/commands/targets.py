@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..clients import registry, streaming_bridge
+from ..runtime import builds
 from ..runtime.streams import TRANSPORTS
 from ..servers import stan as stan_server
 from ..servers.kinds import release_lacks
@@ -35,5 +36,5 @@ def main(args: argparse.Namespace) -> int:
     print(f"{streaming_bridge.PYTHON_CLIENT_SPEC}\t{with_them}")
 
     built = f"{stan_server.PINNED} (Go module proxy, built on first use)"
-    print(f"{stan_server.DEFAULT_SPEC}\t{stan_server.go_missing() or built}")
+    print(f"{stan_server.DEFAULT_SPEC}\t{builds.go_missing() or built}")
     return 0

