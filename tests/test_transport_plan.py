@@ -23,7 +23,7 @@ from nats_conformance.harness.gate import cited_statement
 from nats_conformance.harness.results import ResultRow, read_rows
 from nats_conformance.harness.runtime.certs import SERVER_NAMES, CertFiles, Certificates
 from nats_conformance.harness.runtime.streams import TRANSPORTS, parse_transports
-from nats_conformance.harness.servers.config import TRANSPORT_GROUPS, listeners_text
+from nats_conformance.harness.servers.config import TRANSPORT_GROUPS, config_text, listeners_text
 from nats_conformance.harness.servers.kinds import parse_spec, release_lacks
 from nats_conformance.harness.servers.runner import (
     GREETING_CASE,
@@ -137,6 +137,45 @@ def test_each_group_configures_the_listeners_its_transports_need() -> None:
     assert not asked  # no certificates made for a group without TLS
     with pytest.raises(TargetError):
         listeners_text("udp", lambda: FAKE_CERTS)
+
+
+@pytest.mark.parametrize(
+    ("group", "config", "lines"),
+    [
+        ("tls-first", {"tls": {"handshake_first": "auto"}}, ['handshake_first: "auto"']),
+        ("tls-first", {"tls": {"handshake_first": "300ms", "timeout": 0.5}},
+         ['handshake_first: "300ms"', "timeout: 0.5"]),
+        ("tls", {"tls": {"verify": True}}, ["verify: true", 'ca_file: "/c/ca.pem"']),
+        ("tls", {"allow_non_tls": True}, ["allow_non_tls: true"]),
+        ("ws", {"websocket": {"compression": False}}, ["compression: false"]),
+    ],
+)  # fmt: skip
+def test_a_case_sets_the_listener_of_its_transport(
+    group: str, config: dict[str, object], lines: list[str]
+) -> None:
+    text = listeners_text(group, lambda: FAKE_CERTS, config)
+    assert all(line in text.splitlines() or f"  {line}" in text.splitlines() for line in lines)
+    assert "handshake_first: true" not in text
+    assert config_text(config) == ""  # the listeners' settings are not the server's options
+
+
+@pytest.mark.parametrize(
+    ("group", "config", "why"),
+    [
+        ("tcp", {"tls": {"timeout": 1}}, "no listener for tls"),
+        ("ws", {"allow_non_tls": True}, "no listener for allow_non_tls"),
+        ("tls", {"tls": {"handshake_first": "auto"}}, "tls-first transport's server only"),
+        ("tls-first", {"tls": {"handshake_first": "soon"}}, "true, auto or a duration"),
+        ("tls", {"tls": {"timeout": -1}}, "positive number of seconds"),
+        ("tls", {"tls": {"pinned_certs": []}}, "takes handshake_first, timeout, verify"),
+        ("ws", {"websocket": {"compression": "yes"}}, "true or false"),
+    ],
+)
+def test_a_listener_setting_the_group_cannot_take_is_refused(
+    group: str, config: dict[str, object], why: str
+) -> None:
+    with pytest.raises(TargetError, match=why):
+        listeners_text(group, lambda: FAKE_CERTS, config)
 
 
 def test_url_targets_name_their_transport(tmp_path: Path) -> None:
