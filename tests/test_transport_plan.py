@@ -139,6 +139,11 @@ def test_each_group_configures_the_listeners_its_transports_need() -> None:
         listeners_text("udp", lambda: FAKE_CERTS)
 
 
+def test_the_schema_names_the_transports_a_case_may_be_about() -> None:
+    schema = json.loads((BUNDLED_DIR.parent / "schemas" / "vector.schema.json").read_text())
+    assert tuple(schema["$defs"]["wire"]["properties"]["transport"]["enum"]) == TRANSPORTS
+
+
 @pytest.mark.parametrize(
     ("group", "config", "lines"),
     [
