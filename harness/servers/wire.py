@@ -472,7 +472,7 @@ def run_wire_script(
                         _expect_info(conn, timeout, first=first, name=name, seen=seen[name])
                     if server.transport == "tls" and plan.starts_tls:  # upgrade after the INFO
                         _start_tls(conn, server, timeout)
-                if exchange.get("start_tls", False):
+                if exchange.get("start_tls", False) and not conn.closed:  # closed: it says so
                     _start_tls(conn, server, timeout)
                 _run_exchange(conn, exchange, i, timeout, opens=opens, seen=seen[name])
         finally:
@@ -488,8 +488,9 @@ def run_wire_script(
         outcome, message = "error", f"cannot run the wire script: {type(exc).__name__}: {exc}"
     elapsed = (time.monotonic() - started) * 1000
     shown = transcript if transcript.events else None
-    pinned = wire_script.transport_of(wire) is not None  # a case about its transport says
-    observed = observation(                               # what the upgrade accepted, too
+    # A case about its transport records what the WebSocket upgrade accepted, too.
+    pinned = wire_script.transport_of(wire) is not None
+    observed = observation(
         {name: wire_script.observed_connection(
             events, conns[name].closed, wire_script.queue_members(wire, name),
             conns[name].upgraded if pinned else None)
