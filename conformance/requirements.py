@@ -52,6 +52,8 @@ DOCUMENTS = (
     "adr-6-naming.txt",
     "streaming-protocol.txt",
     "streaming-fields.md",
+    "tls.txt",
+    "websocket.txt",
 )
 # The documents rarely write RFC 2119 capitals; their obligations are lower-case modals and the
 # server's described behaviour ("will be treated as a single field delimiter").
@@ -121,7 +123,8 @@ def _structural(line: str) -> bool:
 
 
 def _heading_candidate(block: list[str]) -> str | None:
-    if block[0].startswith("#"):
+    # A markdown heading; not a block of comment lines (websocket.txt's commented configuration).
+    if block[0].startswith("#") and not (len(block) > 1 and all(x[0] == "#" for x in block)):
         return block[0].lstrip("#").strip()
     line = block[0]
     # A title: one short line, not a sentence (no dot: "telnet demo.nats.io 4222" is not one,

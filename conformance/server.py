@@ -71,6 +71,11 @@ class ServerConfig:
     ping_interval: float | None = None  # None: no keep-alive PING within a script's time
     max_pings_out: int = 2
     jetstream: bool = False
+    # The listeners' settings a case gives (tls.txt, websocket.txt): what the model of a
+    # connection's transport (``conformance.transport_model``) reads; the protocol ignores them.
+    tls: dict[str, object] | None = None
+    allow_non_tls: bool = False
+    websocket: dict[str, object] | None = None
 
     @property
     def auth_required(self) -> bool:
@@ -169,6 +174,17 @@ class ServerModel:
             options["auth_required"] = True
         return Info(options)
 
+    def greet(self, fields: dict[str, object]) -> None:
+        """Send the INFO now, with ``fields`` (what the connection's transport says of itself)
+        over the model's own."""
+        self._send(Info({**self.info().options, **fields}))
+
+    def close(self, message: str | None = None) -> None:
+        """End the connection now, with -ERR ``message`` first when given."""
+        if message is not None:
+            self._send(Err(message))
+        self.closed = True
+
     def receive(self, data: bytes) -> list[Op]:
         """Feed client bytes; return what the server sends back on this connection, in order."""
         self.feed(data)
@@ -210,9 +226,9 @@ class ServerModel:
                 break
             self.elapsed = at
             if what == "auth":
-                self._close_with("'Authorization Timeout'")
+                self.close("'Authorization Timeout'")
             elif self.pings_out >= cfg.max_pings_out:
-                self._close_with("'Stale Connection'")
+                self.close("'Stale Connection'")
             else:
                 self._send(Ping())
                 if not self.answers_pings:
@@ -237,10 +253,6 @@ class ServerModel:
         sub.delivered += 1
         if sub.max_msgs is not None and sub.delivered >= sub.max_msgs:
             del self.subscriptions[sid]
-
-    def _close_with(self, message: str) -> None:
-        self._send(Err(message))
-        self.closed = True
 
     def _fail(self, error: ProtocolError) -> None:
         err = error.to_err()
@@ -271,7 +283,7 @@ class ServerModel:
             return
         if isinstance(event, Connect):
             if not _is_protocol(event.options.get("protocol", 0)):
-                self._close_with("'Invalid Client Protocol'")
+                self.close("'Invalid Client Protocol'")
                 return
             if not self._authorize(event.options):
                 self._fail(protocol_error("authorization_violation", Direction.CLIENT))

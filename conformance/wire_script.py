@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import headers, protocol, server
+from .transport_model import TLS_AFTER_INFO, TLS_FIRST, WEBSOCKET, TransportModel, Upgraded
 from .vector_values import (
     BytesError,
     Mismatch,
@@ -20,11 +21,12 @@ from .vector_values import (
 )
 
 DEFAULT_CONNECTION = "main"
+DEFAULT_TRANSPORT = "tcp"
 # Operations a server may send at any time (keep-alive, async INFO): left out of what an
 # exchange compares unless its connection keeps them.
 UNSOLICITED = ("INFO", "PING")
 # Pattern keys that are not operation fields.
-_PATTERN_KEYS = ("optional", "matches", "within_ms")
+_PATTERN_KEYS = ("optional", "matches", "within_ms", "options_include")
 _ABSENT = object()
 # INFO fields that differ between two runs of the same server (ids, addresses, versions, the
 # nonce): an observation leaves them out, so that it changes only when behaviour does.
@@ -40,11 +42,16 @@ PAYLOAD_SHOWN = 64
 @dataclass(frozen=True)
 class ConnectionPlan:
     """One connection of a script: what it keeps of the unsolicited operations, whether it
-    answers the server's PINGs."""
+    answers the server's PINGs, whether the runner reads the server's INFO before the first
+    exchange (``greeting``; otherwise the exchanges compare it), and whether the connection makes
+    the TLS handshake its transport makes (``starts_tls``; otherwise an exchange's ``start_tls``
+    says when, if ever)."""
 
     name: str
     keep: frozenset[str] = frozenset()
     answer_pings: bool = True
+    greeting: bool = True
+    starts_tls: bool = True
 
 
 def connections(wire: dict[str, Any]) -> dict[str, ConnectionPlan]:
@@ -52,10 +59,20 @@ def connections(wire: dict[str, Any]) -> dict[str, ConnectionPlan]:
     declared = wire.get("connections") or {DEFAULT_CONNECTION: {}}
     return {
         name: ConnectionPlan(
-            name, frozenset(options.get("keep", ())), options.get("answer_pings", True)
+            name,
+            frozenset(options.get("keep", ())),
+            options.get("answer_pings", True),
+            options.get("greeting", True),
+            options.get("starts_tls", True),
         )
         for name, options in declared.items()
     }
+
+
+def transport_of(wire: dict[str, Any]) -> str | None:
+    """The transport a script is pinned to (it runs over that one only), or None: over each
+    transport of the run."""
+    return wire.get("transport")
 
 
 def connection_of(wire: dict[str, Any], index: int) -> str:
@@ -84,6 +101,10 @@ def _matches(pattern: dict[str, Any], path: str, actual: dict[str, Any] | None) 
         value = actual.get(key)
         if not isinstance(value, str) or re.search(regex, value) is None:
             return False
+    options = actual.get("options")
+    for key, value in pattern.get("options_include", {}).items():
+        if not isinstance(options, dict) or options.get(key, _ABSENT) != value:
+            return False
     return True
 
 
@@ -109,6 +130,7 @@ def compare_exchange(
     peer: str,
     raw: bytes | None = None,
     arrived_ms: list[float] | None = None,
+    websocket: Upgraded | None = None,
 ) -> Mismatch | None:
     """Judge what a server sent back in one exchange of a wire script; None when it conforms.
 
@@ -121,7 +143,10 @@ def compare_exchange(
     established in the exchange that opens it (a server's timers start when it accepts), else
     when the exchange's ``send`` has gone out. Operations compare as patterns: only the fields
     given, ``matches`` as regular expressions, an ``optional`` pattern skipped when the next
-    operation does not fit it, ``within_ms`` the band its arrival must be in.
+    operation does not fit it, ``within_ms`` the band its arrival must be in, ``options_include``
+    INFO or CONNECT options that must be there with these values. ``websocket`` is what the
+    connection's WebSocket upgrade accepted and the frames the server sent (None: no WebSocket),
+    for ``extensions`` and ``server_frames``.
     """
     path = f"wire.exchanges[{index}]"
     if "expect_bytes" in exchange:
@@ -152,6 +177,25 @@ def compare_exchange(
                 )
         if at < len(got):
             return Mismatch(f"{path}.expect", f"{peer} sends more: {excerpt(got[at:])}")
+    for key in ("extensions", "server_frames"):
+        if key in exchange and websocket is None:
+            return Mismatch(f"{path}.{key}", "the connection had no WebSocket upgrade")
+    if websocket is not None and "extensions" in exchange:
+        want, got_ext = sorted(exchange["extensions"]), sorted(websocket.extensions)
+        if got_ext != want:
+            return Mismatch(
+                f"{path}.extensions",
+                f"expected the upgrade to accept {want}, {peer} accepts {got_ext}",
+            )
+    if (
+        websocket is not None
+        and exchange.get("server_frames") == "binary"
+        and websocket.text_frames
+    ):
+        return Mismatch(
+            f"{path}.server_frames",
+            f"expected binary frames only, {peer} sent {websocket.text_frames} text frame(s)",
+        )
     state = "closed" if closed else "open"
     if exchange["then"] != state:
         return Mismatch(
@@ -216,15 +260,22 @@ def observed_op(event: protocol.Event, queues: dict[str, str] | None = None) -> 
 
 
 def observed_connection(
-    events: list[protocol.Event], closed: bool, queues: dict[str, str] | None = None
+    events: list[protocol.Event],
+    closed: bool,
+    queues: dict[str, str] | None = None,
+    websocket: Upgraded | None = None,
 ) -> dict[str, Any]:
-    """What one connection of a script saw: the server's operations in order, and whether the
-    server closed it. Within a run of consecutive messages, those for different subscriptions
-    are put in one order (the documents order no deliveries across subscriptions, and a server
-    may take its subscriptions in any order, run to run); each subscription's own messages keep
-    theirs."""
+    """What one connection of a script saw: the server's operations in order, whether the
+    server closed it, and (given) what its WebSocket upgrade accepted and how many text frames
+    it sent. Within a run of consecutive messages, those for different subscriptions are put in
+    one order (the documents order no deliveries across subscriptions, and a server may take its
+    subscriptions in any order, run to run); each subscription's own messages keep theirs."""
     ops = [observed_op(event, queues) for event in events]
-    return {"sent": _deliveries_in_one_order(ops), "closed": closed}
+    seen: dict[str, Any] = {"sent": _deliveries_in_one_order(ops), "closed": closed}
+    if websocket is not None:
+        seen["extensions"] = sorted(websocket.extensions)
+        seen["text_frames"] = websocket.text_frames
+    return seen
 
 
 def _deliveries_in_one_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -249,37 +300,110 @@ def _deliveries_in_one_order(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def evaluate(wire: dict[str, Any]) -> None:
     """Run a wire script against the reference server model; a ``Mismatch`` when it differs."""
-    broker = server.Broker(server.ServerConfig(**wire.get("config", {})))
+    config = wire.get("config", {})
+    broker = server.Broker(server.ServerConfig(**config))
     plans = connections(wire)
-    models: dict[str, server.ServerModel] = {}
+    transport = transport_of(wire) or DEFAULT_TRANSPORT
+    _check_listeners(wire, transport, plans)
+    models: dict[str, TransportModel] = {}
+    spoken: set[str] = set()  # the connections whose first operation the script has compared
     for i, exchange in enumerate(wire["exchanges"]):
+        path = f"wire.exchanges[{i}]"
         name = connection_of(wire, i)
-        model = models.get(name)
-        if model is None:
-            model = models[name] = server.ServerModel(
-                broker=broker, answers_pings=plans[name].answer_pings
-            )
+        conn = models.get(name)
+        if conn is None:
+            conn = models[name] = _opened(broker, plans[name], transport, config, path)
+            spoken.update([name] if plans[name].greeting else [])  # the runner read the INFO
+        model = conn.server
         clock = model.elapsed  # the send goes out now (a new connection is established now)
         sent = model.take_timed()  # what other connections and time left for it
         if model.closed and not sent:
-            raise Mismatch(
-                f"wire.exchanges[{i}]", "the reference closed the connection before this exchange"
-            )
-        model.feed(decode_bytes(exchange.get("send", ""), f"wire.exchanges[{i}].send"))
+            raise Mismatch(path, "the reference closed the connection before this exchange")
+        try:
+            if exchange.get("start_tls", False):
+                conn.start_tls()
+            send = decode_bytes(exchange.get("send", ""), f"{path}.send")
+            conn.feed(send, text=exchange.get("text", False))
+        except ValueError as exc:
+            raise Mismatch(path, str(exc)) from None
         if "wait" in exchange:
             for other in models.values():
                 other.elapse(exchange["wait"])
         sent += model.take_timed()
-        timed = [(at, op) for at, op in sent if kept(plans[name], [op])]
+        # The connection's first operation is compared whatever it is (the INFO, where the
+        # runner does not read it as the greeting), as the runner does.
+        first = sent[:1] if name not in spoken else []
+        spoken.update([name] if sent else [])
+        timed = first + [(at, op) for at, op in sent[len(first) :] if kept(plans[name], [op])]
         ops = [op for _, op in timed]
         # What was waiting before the clock started arrives at once, as in a socket's buffer.
         arrived = [max(at - clock, 0.0) * 1000 for at, _ in timed]
         raw = b"".join(_encoded(op) for op in ops)
         mismatch = compare_exchange(
-            exchange, i, ops, model.closed, "the reference server", raw, arrived
+            exchange, i, ops, model.closed, "the reference server", raw, arrived, conn.upgraded()
         )
         if mismatch is not None:
             raise mismatch
+
+
+# Listener settings of a case's config, and the transports whose server has that listener.
+_LISTENER_KEYS = {
+    "tls": (TLS_AFTER_INFO, TLS_FIRST),
+    "allow_non_tls": (TLS_AFTER_INFO,),
+    "websocket": WEBSOCKET,
+}
+
+
+def _check_listeners(
+    wire: dict[str, Any], transport: str, plans: dict[str, ConnectionPlan]
+) -> None:
+    """A script's transport settings fit the transport it is pinned to: a listener's settings
+    need a transport that has that listener, ``handshake_first`` TLS first, and a connection
+    that stays in clear a TLS transport (after INFO: with the INFO read by its exchanges, so that
+    one of them starts TLS, if any does)."""
+    config = wire.get("config", {})
+    for key, transports in _LISTENER_KEYS.items():
+        if key in config and transport not in transports:
+            why = f"{key} configures a listener of {', '.join(transports)}, not of {transport}"
+            raise Mismatch(f"wire.config.{key}", why)
+    if "handshake_first" in (config.get("tls") or {}) and transport != TLS_FIRST:
+        why = f"handshake_first configures the {TLS_FIRST} listener, not {transport}'s"
+        raise Mismatch("wire.config.tls.handshake_first", why)
+    tls = transport in (TLS_AFTER_INFO, TLS_FIRST)
+    for name, plan in plans.items():
+        where = f"wire.connections.{name}"
+        if not plan.starts_tls and not tls:
+            raise Mismatch(f"{where}.starts_tls", f"a {transport} connection has no TLS to skip")
+        if not plan.greeting and transport == TLS_AFTER_INFO and plan.starts_tls:
+            why = "TLS after an INFO the exchanges read: set starts_tls false and start it there"
+            raise Mismatch(f"{where}.greeting", why)
+
+
+def _opened(
+    broker: server.Broker,
+    plan: ConnectionPlan,
+    transport: str,
+    config: dict[str, Any],
+    path: str,
+) -> TransportModel:
+    """A connection of the model, accepted now over ``transport``; its INFO left out where the
+    runner reads it before the first exchange (``greeting``), and its TLS started where the
+    connection makes its transport's handshake."""
+    model = server.ServerModel(broker=broker, answers_pings=plan.answer_pings)
+    try:
+        conn = TransportModel(model, transport, config)
+    except ValueError as exc:
+        raise Mismatch("wire.config.tls", str(exc)) from None
+    if conn.listener.first and plan.starts_tls:
+        conn.start_tls()
+    conn.opened()
+    if plan.greeting:  # nothing but the INFO is sent on accepting a connection
+        greeted = [op for _, op in model.take_timed()]
+        if [type(op) for op in greeted] != [protocol.Info]:
+            raise Mismatch(path, "the reference sends no INFO on connecting: set greeting false")
+    if conn.listener.tls and not conn.listener.first and plan.starts_tls:
+        conn.start_tls()
+    return conn
 
 
 def _encoded(op: protocol.Op) -> bytes:

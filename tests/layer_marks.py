@@ -55,6 +55,7 @@ NEEDS: dict[str, str] = {
     "test_targets.py::foreign_server": "integration",
     "test_tls_url.py::tls_server": "integration",
     "test_transports.py": "integration",
+    "test_transport_cases.py": "integration",
     "test_wire.py::nats_server": "integration",
     "test_described_server.py": "integration",
     "test_runtime.py": "integration",

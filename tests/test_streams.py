@@ -226,6 +226,37 @@ def test_tls_transports_need_a_context(server: Callable[..., WsServer]) -> None:
         open_stream("quic", "127.0.0.1", one.port, timeout=1)
 
 
+def test_a_text_send_goes_in_one_text_message_and_a_byte_stream_has_none(
+    server: Callable[..., WsServer],
+) -> None:
+    got: list[Event] = []
+
+    def serve(conn: socket.socket, ws: WSConnection) -> None:
+        got.extend(_events(conn, ws, TextMessage))
+        conn.sendall(ws.send(CloseConnection(code=1000)))
+
+    one = server(serve)
+    stream = open_stream("ws", "127.0.0.1", one.port, timeout=2)
+    stream.limit_frames(2)  # a text send is one message whatever the frame limit
+    stream.send(b"PING\r\n", timeout=2, text=True)
+    assert _read_all(stream) == b""
+    stream.close()
+    one.thread.join(3)
+    assert [(type(e), e.data) for e in got if isinstance(e, BytesMessage | TextMessage)] == [
+        (TextMessage, "PING\r\n")
+    ]
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:  # a tls-first stream opened without its handshake: plain bytes, no frames
+        plain = open_stream("tls-first", "127.0.0.1", listener.getsockname()[1], timeout=1,
+                            handshake=False)  # fmt: skip
+        assert plain.negotiated == ""
+        with pytest.raises(ValueError, match="no frames"):
+            plain.send(b"PING\r\n", timeout=1, text=True)
+        plain.close()
+    finally:
+        listener.close()
+
+
 @pytest.mark.parametrize("transport", ["tls-first", "wss"])
 def test_a_tls_handshake_never_answered_is_an_error_row_in_bounded_time(transport: str) -> None:
     listener = socket.create_server(("127.0.0.1", 0))  # accepts, then says nothing

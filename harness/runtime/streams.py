@@ -65,9 +65,10 @@ class Stream(Protocol):
     @property
     def negotiated(self) -> str: ...  # what its handshakes agreed ("" for plain TCP)
 
-    def send(self, data: bytes, *, timeout: float) -> None:
-        """Send all of ``data``: TimeoutError when the peer does not take it in time, OSError
-        when the connection is gone."""
+    def send(self, data: bytes, *, timeout: float, text: bool = False) -> None:
+        """Send all of ``data`` (with ``text``, in one WebSocket text frame: ValueError where the
+        transport has no frames, or the bytes are not UTF-8): TimeoutError when the peer does not
+        take it in time, OSError when the connection is gone."""
         ...
 
     def receive(self, size: int, *, timeout: float) -> bytes:
@@ -116,7 +117,9 @@ class SocketStream:
         self._sock = _wrap(self._sock, context, hostname, timeout)
         self.negotiated = f"TLS established: {self._sock.version()}"
 
-    def send(self, data: bytes, *, timeout: float) -> None:
+    def send(self, data: bytes, *, timeout: float, text: bool = False) -> None:
+        if text:
+            raise ValueError(f"a {self.transport} connection has no frames to send text in")
         self._sock.settimeout(timeout)
         self._sock.sendall(data)
 
@@ -165,6 +168,8 @@ class WebSocketStream:
         self._accepted = False
         self._frame_limit = 0  # NATS bytes per frame at most (0: a send is one frame)
         self.extensions = ""  # what the server's Sec-WebSocket-Extensions accepted ("" none)
+        self.accepted: tuple[str, ...] = ()  # those extensions' names
+        self.text_frames = 0  # text messages the server sent
         self.negotiated = ""
         shown = f"[{host}]" if ":" in host else host
         extensions = [PerMessageDeflate()] if deflate else []
@@ -215,12 +220,14 @@ class WebSocketStream:
             # The extensions the server's Sec-WebSocket-Extensions answer accepted, as wsproto
             # read it (wsproto keeps that header to itself).
             self.extensions = ", ".join(map(repr, event.extensions))
+            self.accepted = tuple(extension.name for extension in event.extensions)
         elif isinstance(event, RejectConnection):
             raise HandshakeError(f"the server refused the WebSocket upgrade: {event.status_code}")
         elif isinstance(event, BytesMessage):
             self._buffer += event.data
         elif isinstance(event, TextMessage):
             data = event.data.encode()
+            self.text_frames += 1
             self._notes.append(f"a text frame ({len(data)} bytes): the server must send binary")
             self._buffer += data
         elif isinstance(event, Ping):
@@ -235,15 +242,20 @@ class WebSocketStream:
     def limit_frames(self, size: int) -> None:
         self._frame_limit = max(size, 1)
 
-    def send(self, data: bytes, *, timeout: float) -> None:
+    def send(self, data: bytes, *, timeout: float, text: bool = False) -> None:
         """``data`` in one binary message, or in as many as the frame limit asks (the documents
-        let a frame hold part of an operation, and a server must parse partial operations)."""
+        let a frame hold part of an operation, and a server must parse partial operations);
+        with ``text``, in one text message (the documents allow a client binary frames only:
+        what a server does with one is a case's to record)."""
         size = self._frame_limit or max(len(data), 1)
         try:
-            frames = b"".join(
-                self._ws.send(BytesMessage(data=data[i : i + size]))
-                for i in range(0, max(len(data), 1), size)
-            )
+            if text:
+                frames = self._ws.send(TextMessage(data=data.decode("utf-8")))
+            else:
+                frames = b"".join(
+                    self._ws.send(BytesMessage(data=data[i : i + size]))
+                    for i in range(0, max(len(data), 1), size)
+                )
         except LocalProtocolError as exc:  # closing or closed
             raise ConnectionError(f"cannot send: the WebSocket is {self._ws.state.name}") from exc
         self._write(frames, timeout)
@@ -271,9 +283,11 @@ def open_stream(
     *,
     timeout: float,
     context: ssl.SSLContext | None = None,
+    handshake: bool = True,
 ) -> Stream:
     """A stream to ``host:port`` over ``transport``, its handshakes done (for ``tls`` none yet:
-    the caller upgrades after the server's INFO). OSError when no connection opens,
+    the caller upgrades after the server's INFO; for ``tls-first`` none without ``handshake``:
+    a case that starts TLS later, or never). OSError when no connection opens,
     HandshakeError when a handshake fails or hangs (each bounded by ``timeout``); ``context``
     verifies the server for the TLS transports."""
     if transport not in TRANSPORTS:
@@ -283,7 +297,7 @@ def open_stream(
     try:
         if transport not in WEBSOCKET_TRANSPORTS:
             stream = SocketStream(sock, transport)
-            if transport == "tls-first":
+            if transport == "tls-first" and handshake:
                 stream.start_tls(context, host, timeout=timeout)
             return stream
         prefix = ""

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from typing import Any
 
+from ...conformance import wire_script
 from ...conformance.vectors import Case
 from ...conformance.verdicts import ROBUSTNESS
 from ..runtime.streams import DEFAULT_TRANSPORT
@@ -42,6 +43,9 @@ def check_case(
         return ServerRun.of("skip", "no wire script", 0.0)
     else:
         config = wire.get("config", {})
+        pinned = wire_script.transport_of(wire)
+        if pinned is not None and pinned != transport:
+            return ServerRun.of("skip", f"a case about {pinned} runs over {pinned} only", 0.0)
     lacking = target.lacks(transport)
     if lacking is not None:
         return ServerRun.of("skip", lacking, 0.0)

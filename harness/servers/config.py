@@ -1,9 +1,11 @@
 """The nats-server configuration file for a wire script's ``config`` (sizes, credentials,
 permissions, timeouts, JetStream) and for the transports a server serves (its listeners: the
-``tls`` map of tls.txt, the ``websocket`` block of websocket.txt)."""
+``tls`` map of tls.txt, the ``websocket`` block of websocket.txt, with the settings of them a
+case about its transport gives)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,13 @@ from .specs import TargetError
 TRANSPORT_GROUPS = {"tcp": "tcp", "tls": "tls", "wss": "tls", "tls-first": "tls-first",
                     "ws": "ws", "ws-deflate": "ws"}  # fmt: skip
 # The WebSocket listener on the loopback only, on a port it picks (the ports file says which).
-_WEBSOCKET = ['  host: "127.0.0.1"', "  port: -1", "  compression: true"]
+_WEBSOCKET = ['  host: "127.0.0.1"', "  port: -1"]
+# A case's settings of the listeners (a wire script pinned to its transport): the tls map's
+# (tls.txt), "tls available" and the websocket block's (websocket.txt). ``listeners_text``
+# writes them; ``config_text`` leaves them to it.
+LISTENER_KEYS = ("tls", "allow_non_tls", "websocket")
+_TLS_SETTINGS = ("handshake_first", "timeout", "verify")
+_HANDSHAKE_FIRST = re.compile(r"auto|[0-9]+(\.[0-9]+)?(ms|s)")
 
 # vector key -> nats-server configuration name
 _LIMIT_KEYS = {"max_payload": "max_payload", "max_control_line": "max_control_line",
@@ -82,7 +90,8 @@ def config_text(config: Mapping[str, Any], run_dir: Path | None = None) -> str:
     ``permissions`` belong to the configured user, so they need ``user`` and ``password``;
     ``jetstream`` keeps its store in ``run_dir`` (required then).
     """
-    unknown = sorted(set(config) - {*_LIMIT_KEYS, *_AUTH_KEYS, *_SECONDS_KEYS, *_OTHER_KEYS})
+    known = {*_LIMIT_KEYS, *_AUTH_KEYS, *_SECONDS_KEYS, *_OTHER_KEYS, *LISTENER_KEYS}
+    unknown = sorted(set(config) - known)
     if unknown:
         raise TargetError(f"cannot configure a server with {', '.join(unknown)}")
     lines = [f"{name}: {_integer(key, config[key])}" for key, name in _LIMIT_KEYS.items()
@@ -112,21 +121,69 @@ def config_text(config: Mapping[str, Any], run_dir: Path | None = None) -> str:
     return "".join(f"{line}\n" for line in lines)
 
 
-def listeners_text(group: str, certs: Callable[[], CertFiles]) -> str:
+def _settings(config: Mapping[str, Any], key: str, allowed: tuple[str, ...]) -> dict[str, Any]:
+    value = config.get(key, {})
+    if not isinstance(value, dict) or set(value) - set(allowed):
+        raise TargetError(f"{key} takes {', '.join(allowed)}, not {value!r}")
+    return value
+
+
+def _flag(key: str, value: object) -> str:
+    if not isinstance(value, bool):
+        raise TargetError(f"{key} must be true or false, not {value!r}")
+    return "true" if value else "false"
+
+
+def _tls_settings(config: Mapping[str, Any], group: str, made: CertFiles) -> list[str]:
+    """The tls map's settings beyond the certificates: TLS first for the ``tls-first`` group
+    (``true`` unless the case says ``auto`` or a delay), the handshake timeout, and client
+    certificates verified against the run's CA."""
+    tls = _settings(config, "tls", _TLS_SETTINGS)
+    lines = []
+    if group == "tls-first":
+        first = tls.get("handshake_first", True)
+        if first is not True and not (isinstance(first, str) and _HANDSHAKE_FIRST.fullmatch(first)):
+            raise TargetError(f"handshake_first is true, auto or a duration, not {first!r}")
+        lines.append(f"handshake_first: {'true' if first is True else _quoted(first)}")
+    elif "handshake_first" in tls:
+        raise TargetError("handshake_first configures the tls-first transport's server only")
+    if "timeout" in tls:
+        lines.append(f"timeout: {_seconds('tls.timeout', tls['timeout'])}")  # fractional seconds
+    if tls.get("verify") is not None:
+        lines.append(f"verify: {_flag('tls.verify', tls['verify'])}")
+        lines.append(f"ca_file: {_quoted(str(made.ca))}")
+    return lines
+
+
+def listeners_text(
+    group: str, certs: Callable[[], CertFiles], config: Mapping[str, Any] | None = None
+) -> str:
     """The listeners' configuration of a server for the transports of ``group`` (a value of
-    ``TRANSPORT_GROUPS``); ``certs`` gives the certificates, asked only by the TLS groups."""
+    ``TRANSPORT_GROUPS``), with the listener settings of a wire script's ``config``
+    (``LISTENER_KEYS``); ``certs`` gives the certificates, asked only by the TLS groups."""
+    config = config or {}
     if group not in TRANSPORT_GROUPS.values():
         raise TargetError(f"no server configuration serves transport group {group!r}")
+    given = [key for key in LISTENER_KEYS if key in config]
+    served = {"tcp": (), "ws": ("websocket",), "tls-first": ("tls",)}.get(group, LISTENER_KEYS)
+    if set(given) - set(served):
+        raise TargetError(f"the {group} transports' server has no listener for {', '.join(given)}")
+    websocket = _settings(config, "websocket", ("compression",))
+    compression = (
+        f"  compression: {_flag('websocket.compression', websocket.get('compression', True))}"
+    )
     if group == "tcp":
         return ""
     if group == "ws":
-        return "".join(f"{line}\n" for line in ["websocket {", *_WEBSOCKET, "  no_tls: true", "}"])
+        lines = ["websocket {", *_WEBSOCKET, compression, "  no_tls: true", "}"]
+        return "".join(f"{line}\n" for line in lines)
     made = certs()
     files = [f"cert_file: {_quoted(str(made.chain))}", f"key_file: {_quoted(str(made.key))}"]
+    tls = ["tls {", *(f"  {line}" for line in [*files, *_tls_settings(config, group, made)]), "}"]
     if group == "tls-first":
-        lines = ["tls {", *(f"  {line}" for line in files), "  handshake_first: true", "}"]
-    else:
-        inner = ["  tls {", *(f"    {line}" for line in files), "  }"]
-        lines = ["tls {", *(f"  {line}" for line in files), "}", "websocket {", *_WEBSOCKET,
-                 *inner, "}"]  # fmt: skip
+        return "".join(f"{line}\n" for line in tls)
+    inner = ["  tls {", *(f"    {line}" for line in files), "  }"]
+    available = [f"allow_non_tls: {_flag('allow_non_tls', config['allow_non_tls'])}"] if (
+        "allow_non_tls" in config) else []  # fmt: skip
+    lines = [*tls, *available, "websocket {", *_WEBSOCKET, compression, *inner, "}"]
     return "".join(f"{line}\n" for line in lines)

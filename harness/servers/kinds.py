@@ -138,7 +138,7 @@ class _NatsServer:
         pids: Path,
     ) -> Launched:
         directory = run_dir()
-        listeners = listeners_text(group, run_certificates)
+        listeners = listeners_text(group, run_certificates, config)
         (directory / "server.conf").write_text(config_text(config, directory) + listeners)
         if self.image is not None:
             # The certificates' directory, when the configuration names it, read-only inside.

@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...conformance import wire_script
 from ...conformance.streaming_server_session import KIND as STREAMING_SERVER
 from ...conformance.vectors import ROW, Case, LoadResult, load_all
 from ...conformance.verdicts import ROBUSTNESS
@@ -72,15 +73,25 @@ def row_id(case_id: str, transport: str) -> str:
 Pair = tuple[str, Case]  # a transport and a case: one row
 
 
+def _runs_over(case: Case, transport: str) -> bool:
+    """Whether ``case`` has a row over ``transport``: a case about its transport (a wire script
+    pinned to one) over that one only, another wire script over each, and a case without one (a
+    name asked through the JetStream API) over plain TCP only."""
+    wire = case.data.get("wire")
+    if wire is None:
+        return transport == DEFAULT_TRANSPORT
+    pinned = wire_script.transport_of(wire)
+    return pinned is None or pinned == transport
+
+
 def transport_rows(cases: list[Case], transports: tuple[str, ...]) -> list[Pair]:
     """The rows of ``cases`` over ``transports``, transport after transport in the order given,
-    each transport's greeting case first; a case without a wire script (a name asked through
-    the JetStream API) over plain TCP only."""
+    each transport's greeting case first (``_runs_over`` says which cases each has)."""
     return [
         (transport, case)
         for transport in transports
         for case in ordered(cases)
-        if transport == DEFAULT_TRANSPORT or "wire" in case.data
+        if _runs_over(case, transport)
     ]
 
 

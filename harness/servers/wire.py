@@ -18,7 +18,14 @@ from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from ...conformance.wire_script import ConnectionPlan
 from ..results import Found
 from ..runtime.limits import READ_LIMITS
-from ..runtime.streams import DEFAULT_TRANSPORT, HandshakeError, SocketStream, Stream, open_stream
+from ..runtime.streams import (
+    DEFAULT_TRANSPORT,
+    HandshakeError,
+    SocketStream,
+    Stream,
+    WebSocketStream,
+    open_stream,
+)
 from ..runtime.transcripts import Direction, Transcript
 from . import tls
 
@@ -38,6 +45,8 @@ PROBE = protocol.encode(protocol.Ping())
 # slowly gets an error row, not a run that never ends.
 CASE_SECONDS = 30.0
 _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
+# The transports whose server waits for a TLS handshake (after its INFO, or before it).
+TLS_WAITERS = ("tls", "tls-first")
 
 
 class WireConnection:
@@ -77,6 +86,9 @@ class WireConnection:
         self.transcript = transcript if transcript is not None else Transcript()
         self._unread: list[Arrival] = []  # operations read but given back: the next read's first
         self._shown = ""  # the stream's handshakes noted so far
+        # Whether a probe PING may be sent: not while the TLS the server waits for is not made
+        # (a PING in clear would be a client that does not upgrade, which such a case is about).
+        self.probes = True
         self._noted()
 
     @classmethod
@@ -89,22 +101,28 @@ class WireConnection:
         started: float | None = None,
         transport: str = DEFAULT_TRANSPORT,
         tls_options: TlsOptions | None = None,
+        handshake: bool = True,
         **kw: Any,
     ) -> WireConnection:
         """Open the connection over ``transport`` (its handshakes done, but for ``tls`` that
-        upgrades after the INFO: ``start_tls``). OSError (refused, timed out, ...) and
-        HandshakeError (a TLS handshake or WebSocket upgrade that failed or hung) propagate."""
+        upgrades after the INFO, and for ``tls-first`` without ``handshake``: ``start_tls``).
+        OSError (refused, timed out, ...) and HandshakeError (a TLS handshake or WebSocket
+        upgrade that failed or hung) propagate."""
         began = time.monotonic() if started is None else started
         context = None if tls_options is None else tls.client_context(tls_options)
-        stream = open_stream(transport, host, port, timeout=timeout, context=context)
+        stream = open_stream(
+            transport, host, port, timeout=timeout, context=context, handshake=handshake
+        )
         return cls(stream, began, **kw)
 
     @classmethod
-    def to(cls, server: RunningServer, *, timeout: float, **kw: Any) -> WireConnection:
-        """A connection to ``server`` over its transport."""
+    def to(
+        cls, server: RunningServer, *, timeout: float, handshake: bool = True, **kw: Any
+    ) -> WireConnection:
+        """A connection to ``server`` over its transport (``handshake``: see ``connect``)."""
         return cls.connect(
             server.host, server.port, timeout=timeout, transport=server.transport,
-            tls_options=server.tls, **kw,
+            tls_options=server.tls, handshake=handshake, **kw,
         )  # fmt: skip
 
     def start_tls(self, options: TlsOptions, hostname: str, *, timeout: float) -> None:
@@ -114,11 +132,20 @@ class WireConnection:
         if not isinstance(self._stream, SocketStream):
             raise HandshakeError(f"a {self._stream.transport} connection cannot start TLS")
         self._stream.start_tls(tls.client_context(options), hostname, timeout=timeout)
+        self.probes = True
         self._noted()
 
     @property
     def transport(self) -> str:
         return self._stream.transport
+
+    @property
+    def upgraded(self) -> wire_script.Upgraded | None:
+        """What the server's WebSocket upgrade answer accepted, and the text frames it sent
+        (None: no WebSocket)."""
+        if not isinstance(self._stream, WebSocketStream):
+            return None
+        return wire_script.Upgraded(self._stream.accepted, self._stream.text_frames)
 
     def _noted(self) -> None:
         """The stream's handshake (once it has one) as a note."""
@@ -137,18 +164,21 @@ class WireConnection:
     def note(self, text: str) -> None:
         self._record("note", text.encode())
 
-    def send(self, data: bytes, *, timeout: float = 1.0) -> bool:
-        """Send all of ``data``; False (and a note) when the peer does not take it in time.
+    def send(self, data: bytes, *, timeout: float = 1.0, text: bool = False) -> bool:
+        """Send all of ``data`` (``text``: in a WebSocket text frame; ValueError where there is
+        none); False (and a note) when the peer does not take it in time.
 
         After one failed send the outgoing stream is in an unknown state: later sends are only
         recorded, so a peer that stopped reading costs one timeout, not one per send.
         """
         self._record("send", data)
+        if text:
+            self.note("sent in a WebSocket text frame")
         if self.send_failed:
             self.note("not sent: an earlier send failed")
             return False
         try:
-            self._stream.send(data, timeout=timeout)
+            self._stream.send(data, timeout=timeout, text=text)
         except TimeoutError:
             self.note(f"send did not complete within {timeout:g} s")
         except OSError as exc:  # the peer closed or reset: what it sent before is still readable
@@ -206,7 +236,10 @@ class WireConnection:
     def probe(self, *, timeout: float) -> tuple[list[Arrival], bool]:
         """Send a PING and read until its PONG, a close or ``timeout``: what the server sent
         before (the probe's PONG left out), and whether the PONG came (the server is open and
-        answering; neither it nor a close: the server stopped answering)."""
+        answering; neither it nor a close: the server stopped answering). Where no probe may be
+        sent (``probes``), what comes until a close or ``timeout``, and no PONG."""
+        if not self.probes:
+            return self._read(_UNBOUNDED, timeout, "the server to close the connection"), False
         if not self.closed and not self.broken:
             self.note("probe: PING (a PONG proves the connection open)")
             self.send(PROBE, timeout=timeout)
@@ -406,14 +439,15 @@ def run_wire_script(
                         f"declares): {i} of {len(wire['exchanges'])} exchanges done",
                     )
                 name = wire_script.connection_of(wire, i)
+                plan = plans[name]
                 conn = conns.get(name)
                 opens = conn is None
                 if conn is None:
                     try:
                         conn = WireConnection.to(
-                            server, timeout=timeout, started=started,
-                            plan=plans[name], transcript=transcript,
-                            label=name if labelled else "",
+                            server, timeout=timeout, started=started, plan=plan,
+                            transcript=transcript, label=name if labelled else "",
+                            handshake=plan.starts_tls,
                         )  # fmt: skip
                     except HandshakeError as exc:  # the suite's transport setup, not a finding
                         at, label = time.monotonic() - started, name if labelled else ""
@@ -431,9 +465,15 @@ def run_wire_script(
                         raise _Verdict("error", f"cannot connect to {server.url}: {exc}") from exc
                     conns[name] = conn
                     seen[name] = []
-                    _expect_info(conn, timeout, first=len(conns) == 1, name=name, seen=seen[name])
-                    if server.transport == "tls":  # the upgrade after the plaintext INFO
+                    # No probe PING in clear where the server waits for a TLS handshake.
+                    conn.probes = plan.starts_tls or server.transport not in TLS_WAITERS
+                    if plan.greeting:
+                        first = len(conns) == 1
+                        _expect_info(conn, timeout, first=first, name=name, seen=seen[name])
+                    if server.transport == "tls" and plan.starts_tls:  # upgrade after the INFO
                         _start_tls(conn, server, timeout)
+                if exchange.get("start_tls", False) and not conn.closed:  # closed: it says so
+                    _start_tls(conn, server, timeout)
                 _run_exchange(conn, exchange, i, timeout, opens=opens, seen=seen[name])
         finally:
             for conn in conns.values():
@@ -448,9 +488,12 @@ def run_wire_script(
         outcome, message = "error", f"cannot run the wire script: {type(exc).__name__}: {exc}"
     elapsed = (time.monotonic() - started) * 1000
     shown = transcript if transcript.events else None
+    # A case about its transport records what the WebSocket upgrade accepted, too.
+    pinned = wire_script.transport_of(wire) is not None
     observed = observation(
         {name: wire_script.observed_connection(
-            events, conns[name].closed, wire_script.queue_members(wire, name))
+            events, conns[name].closed, wire_script.queue_members(wire, name),
+            conns[name].upgraded if pinned else None)
          for name, events in seen.items()}
     )  # fmt: skip
     return ServerRun.of(
@@ -511,7 +554,7 @@ def _run_exchange(
         wire.raw.clear()
     data = vectors.decode_bytes(exchange.get("send", ""), f"{path}.send")
     if data:
-        wire.send(data, timeout=timeout)
+        wire.send(data, timeout=timeout, text=exchange.get("text", False))
     clock = wire.opened if opens else time.monotonic()
     wait = exchange.get("wait", 0)
     if "expect_bytes" in exchange:
@@ -531,7 +574,9 @@ def _run_exchange(
             ) is None  # fmt: skip
 
     arrivals = wire.receive_timed(count, timeout=timeout + wait, enough=enough, hold=wait)
-    probed = exchange["then"] == "closed" or wait > 0
+    # A close is told by a probe; so is being open (and answering) after a wait, where a probe
+    # may be sent (otherwise the wait, watched whole, told it).
+    probed = exchange["then"] == "closed" or (wait > 0 and wire.probes)
     answered = True
     if probed:  # a close is told by a probe; so is being open (and answering) after a wait
         more, answered = wire.probe(timeout=timeout)
@@ -540,13 +585,14 @@ def _run_exchange(
     seen += received
     arrived_ms = [(at - clock) * 1000 for at, _ in arrivals]
     mismatch = wire_script.compare_exchange(
-        exchange, index, received, wire.closed, "the server", bytes(wire.raw), arrived_ms
-    )
+        exchange, index, received, wire.closed, "the server", bytes(wire.raw), arrived_ms,
+        wire.upgraded,
+    )  # fmt: skip
     if mismatch is None:
         return
     ending = f"; {wire.stopped}" if wire.stopped else ""
     message = f"{mismatch.field}: {mismatch}{ending}"
-    if exchange["then"] == "open" and not wire.closed and not wire.broken:
+    if exchange["then"] == "open" and not wire.closed and not wire.broken and wire.probes:
         if not probed:  # whether the server still answers, and what else it sent first
             more, answered = wire.probe(timeout=timeout)
             seen += [event for _, event in more]
