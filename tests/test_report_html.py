@@ -38,6 +38,7 @@ from nats_conformance.reports.sections import (
     invalid_rows,
     report_gate,
     requirement_coverage,
+    transport_support,
 )
 from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
 
@@ -365,8 +366,8 @@ def test_matrix_has_a_cell_per_group(report: Report, doc: Node) -> None:
     families = [h.split(".")[0] for h in headers]
     assert families == ["protocol"] * 2 + ["subjects"] + ["client"] * 2 + ["streaming"]
     for tr in matrix_rows(doc).values():
-        # The headline, the robustness failures, then one per group.
-        assert len(tr.all("td")) == 2 + len(groups)
+        # The headline, the robustness failures, the transports, then one per group.
+        assert len(tr.all("td")) == 3 + len(groups)
 
 
 def test_matrix_cell_shows_must_score_and_counts(doc: Node) -> None:
@@ -401,7 +402,8 @@ def test_interop_grid_is_coloured_by_must_failures(doc: Node) -> None:
     grid = doc.one("table", id="interop")
     assert [th.text for th in grid.all("th", scope="col")] == ["client:nats-py", "client:nats.go"]
     rows = {
-        tr.one("th").text: [td.text for td in tr.all("td")] for tr in grid.one("tbody").all("tr")
+        tr.one("th").text: [td.all()[0].text if td.all() else td.text for td in tr.all("td")]
+        for tr in grid.one("tbody").all("tr")
     }
     assert rows == {"client:nats-py": ["·", "16/17"], "client:nats.go": ["14/17", "·"]}
     # 16 of 17 is a high score, but a must case fails: the cell is red, not green.
@@ -601,6 +603,7 @@ def test_empty_report_renders() -> None:
             flaky_cases.SECTION.name: flaky_cases.FlakyCases([], 0),
             behaviour_view.SECTION.name: [],
             requirement_coverage.SECTION.name: {},
+            transport_support.SECTION.name: [],
         },
     )
     files = rendered_pages(empty)
