@@ -193,7 +193,7 @@ def analyse(
         .collect()
     ):
         failures[r.target].append(
-            Failure(r.case_id, r.group, r.level, r.outcome, r.message, r.category)
+            Failure(r.case_id, r.group, r.level, r.outcome, r.message, r.category, r.transport)
         )
 
     changes: dict[str, list[Change]] = defaultdict(list)

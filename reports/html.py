@@ -20,9 +20,11 @@ from typing import Any
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.results import LEVELS, OUTCOMES
 from .model import (
+    TCP,
     Counts,
     Report,
     TargetReport,
+    transport_order,
 )
 from .section import Index, Section
 from .strips import version_order
@@ -274,6 +276,27 @@ def since_text(since: Mapping[str, Any] | None) -> str:
         )
     return f"run {since['value']}" + (
         f" (passed in run {before})" if before else " (the oldest run shown)"
+    )
+
+
+def over(version: str, transport: str) -> str:
+    """A version, and the transport when it is not tcp: '2.15.1 over ws'."""
+    return version if transport == TCP else f"{version} over {transport}"
+
+
+def failing_at(at: Sequence[Mapping[str, Any]]) -> str:
+    """Where a case fails: its versions, newest first, each with the transports that carried a
+    failing row when another than tcp did; versions failing over the same ones share them
+    ('2.15.1 over tcp, tls-first, ws; 2.9.10 over tcp, ws')."""
+    over: dict[str, list[str]] = {}
+    for a in at:
+        over.setdefault(a["version"], []).append(a.get("transport", TCP))
+    shared: dict[tuple[str, ...], list[str]] = {}
+    for version, transports in over.items():
+        shared.setdefault(tuple(sorted(set(transports), key=transport_order)), []).append(version)
+    return "; ".join(
+        ", ".join(versions) + ("" if carried == (TCP,) else " over " + ", ".join(carried))
+        for carried, versions in shared.items()
     )
 
 

@@ -17,6 +17,7 @@ from report_samples import (
     HOSTILE_OBSERVED,
     HOSTILE_TARGET,
     HOSTILE_TRANSCRIPT,
+    LACKS_TLS_FIRST,
     NO_RESPONDERS,
     OBSERVED_AFTER,
     OBSERVED_BEFORE,
@@ -27,7 +28,15 @@ from report_samples import (
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.reports import sections
-from nats_conformance.reports.html import CSP, STYLESHEET, esc, section, tag, target_id
+from nats_conformance.reports.html import (
+    CSP,
+    STYLESHEET,
+    esc,
+    failing_at,
+    section,
+    tag,
+    target_id,
+)
 from nats_conformance.reports.model import Cell, Counts, Failure, Report
 from nats_conformance.reports.outputs import implementations, markdown, rendered_pages, summary
 from nats_conformance.reports.pages import case_anchor, page_names
@@ -680,3 +689,71 @@ def test_the_sections_have_distinct_names_and_each_output_lists_only_them() -> N
     names = [s.name for s in sections.SECTIONS]
     assert len(set(names)) == len(names)
     assert set(sections.MARKDOWN) <= set(sections.SECTIONS)
+
+
+# --- transports -----------------------------------------------------------------------------------
+
+
+def marks(cell: Node) -> dict[str, str]:
+    """A cell's transport marks: transport -> its state's class."""
+    return {m.text: m.attrs["class"].split()[1] for m in cell.all("span", class_="tp")}
+
+
+def test_the_matrix_and_the_interop_grid_mark_each_transport_by_its_state(doc: Node) -> None:
+    newest_server = matrix_rows(doc)["exec:/usr/sbin/nats-server"]
+    assert marks(newest_server) == {"tcp": "s-full", "tls-first": "s-full", "ws": "s-full"}
+    assert marks(matrix_rows(doc)["client:nats.go"]) == {"tcp": "s-full"}
+    pair = next(
+        td
+        for td in doc.one("table", id="interop").all("td", class_="cell")
+        if td.one("a").attrs["href"].endswith(target_id("client:nats-py->client:nats.go"))
+    )
+    assert marks(pair) == {"tcp": "s-full", "tcp>wss": "s-full"}
+    titles = {m.text: m.attrs["title"] for m in pair.all("span", class_="tp")}
+    assert titles["tcp>wss"].startswith("tcp>wss: works\nmust 16/17;")
+
+
+def test_the_index_says_where_each_transport_first_works_and_why_before(doc: Node) -> None:
+    table = doc.one("table", id="transports")
+    heads = [th.text for th in table.all("th", scope="col")]
+    assert heads == ["tcp", "tcp>wss", "tls-first", "ws"]  # tcp first, then by name
+    rows = {tr.one("th").text: tr.all("td") for tr in table.one("tbody").all("tr")}
+    server = dict(zip(heads, rows["nats-server"], strict=True))
+    assert server["tcp"].one("span", class_="frac").text == "2.9.25"
+    assert server["tls-first"].one("span", class_="frac").text == "2.10.25"
+    assert server["tls-first"].one("span", class_="why").text == "2.9.25: " + LACKS_TLS_FIRST
+    # ws failed at 2.10.25, after it first worked: the first version stays 2.9.25.
+    assert server["ws"].one("span", class_="frac").text == "2.9.25"
+    assert server["tcp>wss"].text == "·"  # no row of a server went over it
+
+
+def test_an_implementation_page_shows_each_transport_at_each_version(
+    report: Report, files: dict[str, str]
+) -> None:
+    grid = page_of(report, files, "nats-server").one("section", id="transports").one("table")
+    heads = [th.text for th in grid.all("th", scope="col")]
+    rows = {tr.one("th").text: tr.all("td") for tr in grid.one("tbody").all("tr")}
+    at = {version: dict(zip(heads, cells, strict=True)) for version, cells in rows.items()}
+    lacking = at["2.9.25"]["tls-first"]
+    assert lacking.one("span", class_="frac").text == "lacking"
+    assert lacking.one("span", class_="why").text == LACKS_TLS_FIRST
+    broken = at["2.10.25"]["ws"]
+    assert "s-low" in broken.attrs["class"].split()
+    assert broken.one("span", class_="why").text == "1 failing where tcp does not"
+    assert [c.text for c in at["first version that works"].values()] == [
+        "2.9.25", "2.10.25", "2.9.25",
+    ]  # fmt: skip
+
+
+def test_where_a_case_fails_names_the_transports_only_beside_tcp() -> None:
+    def at(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+        return [{"version": v, "transport": t} for v, t in pairs]
+
+    assert failing_at([{"version": "2.15.1"}, {"version": "2.9.10"}]) == "2.15.1, 2.9.10"
+    assert (
+        failing_at(at(("2", "ws"), ("2", "tcp"), ("1", "tcp"), ("1", "ws"))) == "2, 1 over tcp, ws"
+    )
+    assert failing_at(at(("2", "tcp"), ("2", "tls-first"), ("1", "tcp"))) == (
+        "2 over tcp, tls-first; 1"
+    )
+    assert failing_at(at(("2", "wss"))) == "2 over wss"

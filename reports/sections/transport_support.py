@@ -20,26 +20,26 @@ from typing import TYPE_CHECKING, Any
 
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from ...harness.gate import FAILING, GATING_LEVEL
-from ...harness.results import LATER_KEYS, LEVELS, OUTCOMES
+from ...harness.results import LEVELS, OUTCOMES
 from .. import html
 from ..formats import table_cell
-from ..model import Counts, Report
+from ..model import TCP, Counts, Report, transport_order
 from ..section import Given, Index, Section
 from ..strips import columns, version_order
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-TCP = LATER_KEYS["transport"]  # what a row without a transport was carried by
 WORKS, FAILS, LACKING = "works", "fails", "lacking"
 STATE_CLASS = {WORKS: "s-full", FAILS: "s-low", LACKING: "s-none"}
 DEFINITION = (
     "A transport works at a version when some of its rows ran (not all skipped, as they are "
     "when the target lacks it) and none of its gating rows (a must case, or a crash or hang) "
     "fails where the same case over tcp does not: a failure shared with tcp is the "
-    "implementation's, not the transport's. Scores elsewhere count each case once, over tcp; "
-    "a row over another transport (id <case>@<transport>) counts here, and is listed as a case "
-    "of its own where failures are listed (the gate, what fails, regressions)."
+    "implementation's, not the transport's. Elsewhere each case counts once: the scores, the "
+    "version strip and the changes between versions follow it over tcp, and what fails lists "
+    "it once with the transports it fails over; the gate, regressions and flaky cases list "
+    "rows, a row over another transport being <case>@<transport>."
 )
 
 
@@ -92,14 +92,9 @@ class Carried:
         }
 
 
-def transport_order(transport: str) -> tuple[bool, str]:
-    """tcp first, then the others by name."""
-    return (transport != TCP, transport)
-
-
 def case_of() -> Column:
     """A row's case: its id without the ``@<transport>`` it ends in when carried by another
-    transport than tcp."""
+    transport than tcp (``model.row_case`` in Spark)."""
     from pyspark.sql import functions as F
 
     transport, case_id = F.col("transport"), F.col("case_id")
