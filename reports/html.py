@@ -279,25 +279,23 @@ def since_text(since: Mapping[str, Any] | None) -> str:
     )
 
 
-def over(version: str, transport: str) -> str:
-    """A version, and the transport when it is not tcp: '2.15.1 over ws'."""
-    return version if transport == TCP else f"{version} over {transport}"
+def over(transports: Iterable[str]) -> str:
+    """' over tcp, ws' (tcp first, then by name), or nothing when tcp alone carried the rows."""
+    shown = sorted(set(transports), key=transport_order)
+    return "" if shown == [TCP] else " over " + ", ".join(shown)
 
 
 def failing_at(at: Sequence[Mapping[str, Any]]) -> str:
     """Where a case fails: its versions, newest first, each with the transports that carried a
     failing row when another than tcp did; versions failing over the same ones share them
     ('2.15.1 over tcp, tls-first, ws; 2.9.10 over tcp, ws')."""
-    over: dict[str, list[str]] = {}
+    carried: dict[str, set[str]] = {}
     for a in at:
-        over.setdefault(a["version"], []).append(a.get("transport", TCP))
-    shared: dict[tuple[str, ...], list[str]] = {}
-    for version, transports in over.items():
-        shared.setdefault(tuple(sorted(set(transports), key=transport_order)), []).append(version)
-    return "; ".join(
-        ", ".join(versions) + ("" if carried == (TCP,) else " over " + ", ".join(carried))
-        for carried, versions in shared.items()
-    )
+        carried.setdefault(a["version"], set()).add(a.get("transport", TCP))
+    shared: dict[str, list[str]] = {}
+    for version, transports in carried.items():
+        shared.setdefault(over(transports), []).append(version)
+    return "; ".join(", ".join(versions) + said for said, versions in shared.items())
 
 
 def upstream_link(url: str) -> str:

@@ -158,7 +158,7 @@ def _failures(
                     for t, f in seen
                 ],
                 "messages": messages(
-                    [(html.over(t.run.version, f.transport), f.message) for t, f in seen]
+                    [(t.run.version + html.over([f.transport]), f.message) for t, f in seen]
                 ),
                 "requirement": detail.get("requirement") or None,
                 "vector": details.vector_of(case_id),

@@ -17,12 +17,13 @@ from report_samples import result_row, write_results
 
 from nats_conformance.reports import outputs, pages, pipeline, validate
 from nats_conformance.reports.model import Report, row_case
-from nats_conformance.reports.sections import transport_support
+from nats_conformance.reports.sections import behaviour_view, transport_support
 from nats_conformance.reports.spark import session
 
 OLD, NEW = "2.9.10", "2.15.1"
 LACKS = "nats-server 2.9.10 has no TLS-first handshake (it came in 2.10.4)"
 PAIR = "client:nats-py->client:nats.go"
+SILENT = "protocol.pub.silent"
 SCHEMAS = "https://nats-conformance.invalid/schemas/transports.schema.json#/$defs/"
 
 
@@ -44,7 +45,8 @@ def row(version: str, case: str, transport: str, outcome: str, **fields: Any) ->
 def server_rows() -> list[dict[str, Any]]:
     """Three cases at two versions: ``shared`` fails over every transport (the server's, not a
     transport's), ``wsonly`` fails over ws at the newer version only, ``should`` is a should
-    case that fails over ws (not gating). The older version lacks tls-first: every row skips."""
+    case that fails over ws (not gating); and an info case the server answers otherwise over ws.
+    The older version lacks tls-first: every row skips."""
     rows = []
     for version in (OLD, NEW):
         for transport in ("tcp", "tls-first", "ws"):
@@ -60,6 +62,10 @@ def server_rows() -> list[dict[str, Any]]:
                     rows.append(row(version, case, transport, "skip", level=level, message=LACKS))
                 else:
                     rows.append(row(version, case, transport, outcome, level=level))
+            if not lacking:
+                observed = {"closed": transport == "ws"}
+                rows.append(row(version, SILENT, transport, "pass", level="info",
+                                observed=json.dumps(observed)))  # fmt: skip
     return rows
 
 
@@ -188,3 +194,18 @@ def test_the_case_of_a_row_is_the_same_in_spark_and_in_python() -> None:
         (case_id, transport): row_case(case_id, transport) for case_id, transport in IDS
     }
     assert row_case("a.b@ws", "ws") == "a.b" and row_case("a.b@ws", "tcp") == "a.b@ws"
+
+
+def test_an_info_case_over_every_transport_is_one_case_of_the_behaviour_view(
+    reports: tuple[Report, Report, Path],
+) -> None:
+    every, _, out = reports
+    [silent] = behaviour_view.SECTION.of(every)
+    assert (silent.case_id, silent.diverges) == (SILENT, True)
+    by = {o.observed: {(b.version, b.transport) for b in o.by} for o in silent.observations}
+    assert by == {
+        '{"closed": false}': {(NEW, "tcp"), (NEW, "tls-first")},
+        '{"closed": true}': {(NEW, "ws")},
+    }
+    page = (out / "behaviour.html").read_text()
+    assert f"nats-server {NEW} over tcp, tls-first" in page and f"nats-server {NEW} over ws" in page
