@@ -37,7 +37,7 @@ from nats_conformance.reports.html import (
     tag,
     target_id,
 )
-from nats_conformance.reports.model import Cell, Counts, Failure, Report
+from nats_conformance.reports.model import Cell, Counts, Failure, Report, Run
 from nats_conformance.reports.outputs import implementations, markdown, rendered_pages, summary
 from nats_conformance.reports.pages import case_anchor, page_names
 from nats_conformance.reports.section import Given, Index, Section
@@ -50,6 +50,7 @@ from nats_conformance.reports.sections import (
     transport_support,
 )
 from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
+from nats_conformance.reports.strips import version_order
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 
@@ -757,3 +758,27 @@ def test_where_a_case_fails_names_the_transports_only_beside_tcp() -> None:
         "2 over tcp, tls-first; 1"
     )
     assert failing_at(at(("2", "wss"))) == "2 over wss"
+
+
+def test_implementations_diverge_over_one_transport_not_between_transports() -> None:
+    runs = [Run(t, f"r{n}", "2026-01-01T00:00:00Z", "1.0", "client", 4)
+            for n, t in enumerate(("client:a", "client:b"))]  # fmt: skip
+
+    def over(b_ws: str) -> behaviour_view.Behaviour:
+        rows = [
+            ("client:a", "c.x", "c", "pass", "plain", "tcp"),
+            ("client:a", "c.x@ws", "c", "pass", "framed", "ws"),
+            ("client:b", "c.x", "c", "pass", "plain", "tcp"),
+            ("client:b", "c.x@ws", "c", "pass", b_ws, "ws"),
+        ]
+        [case] = behaviour_view.behaviour(rows, runs, version_order)
+        return case
+
+    same = over("framed")
+    assert same.case_id == "c.x" and len(same.observations) == 2 and not same.diverges
+    other = over("closed")
+    assert other.diverges and {o.observed for o in other.observations} == {
+        "plain", "framed", "closed",
+    }  # fmt: skip
+    data = behaviour_view.behaviour_data([other], "2026-01-01T00:00:00Z")
+    assert data["cases"][0]["observations"][0]["implementations"][0]["transport"] == "tcp"

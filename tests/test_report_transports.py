@@ -201,7 +201,8 @@ def test_an_info_case_over_every_transport_is_one_case_of_the_behaviour_view(
 ) -> None:
     every, _, out = reports
     [silent] = behaviour_view.SECTION.of(every)
-    assert (silent.case_id, silent.diverges) == (SILENT, True)
+    # One implementation: what it does differently over ws is no divergence between them.
+    assert (silent.case_id, silent.diverges) == (SILENT, False)
     by = {o.observed: {(b.version, b.transport) for b in o.by} for o in silent.observations}
     assert by == {
         '{"closed": false}': {(NEW, "tcp"), (NEW, "tls-first")},

@@ -52,7 +52,13 @@ class Behaviour:
 
     @property
     def diverges(self) -> bool:
-        return len(self.observations) > 1
+        """Implementations did different things over one transport (what differs only between
+        transports, such as INFO's tls_required over TLS, is no divergence)."""
+        over: dict[str, set[str]] = defaultdict(set)
+        for o in self.observations:
+            for by in o.by:
+                over[by.transport].add(o.observed)
+        return any(len(seen) > 1 for seen in over.values())
 
 
 def behaviour(
@@ -63,8 +69,8 @@ def behaviour(
     """Pure: per info case, the implementations at their newest version (the strips' rule)
     grouped by what they did, from (target, row id, group, outcome, observed, transport) info
     rows of the ``latest`` runs; cases where implementations diverge first. A skipped case
-    observed nothing. A case's rows over every transport are one case: an implementation that
-    does one thing over tcp and another over ws makes it diverge."""
+    observed nothing. A case's rows over every transport are one case, each observer naming the
+    transport it observed over."""
     newest: dict[str, tuple[str, str]] = {}  # target -> (implementation, its newest version)
     for impl, versions in strips.columns(latest, order).items():
         version, run = list(versions.items())[-1]
