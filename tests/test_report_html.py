@@ -714,7 +714,7 @@ def test_the_matrix_and_the_interop_grid_mark_each_transport_by_its_state(doc: N
     assert titles["tcp>wss"].startswith("tcp>wss: works\nmust 16/17;")
 
 
-def test_the_index_says_where_each_transport_first_works_and_why_before(doc: Node) -> None:
+def test_the_index_says_where_each_transport_first_works_and_where_it_does_not(doc: Node) -> None:
     table = doc.one("table", id="transports")
     heads = [th.text for th in table.all("th", scope="col")]
     assert heads == ["tcp", "tcp>wss", "tls-first", "ws"]  # tcp first, then by name
@@ -725,6 +725,7 @@ def test_the_index_says_where_each_transport_first_works_and_why_before(doc: Nod
     assert server["tls-first"].one("span", class_="why").text == "2.9.25: " + LACKS_TLS_FIRST
     # ws failed at 2.10.25, after it first worked: the first version stays 2.9.25.
     assert server["ws"].one("span", class_="frac").text == "2.9.25"
+    assert server["ws"].one("span", class_="why").text == "2.10.25: fails over it"
     assert server["tcp>wss"].text == "·"  # no row of a server went over it
 
 

@@ -281,14 +281,12 @@ def first_works_table(found: Mapping[str, Sequence[Series]], links: Mapping[str,
     return html.tag("div", table, class_="scroll")
 
 
-def before_first(s: Series) -> list[str]:
-    """What the versions before the first that works found, a line per reason: the versions
-    that lack the transport (and why), then those where it fails."""
+def not_working(s: Series) -> list[str]:
+    """The versions where the transport does not work, a line per reason: those that lack it
+    (and why), those where it fails."""
     said: dict[str, list[str]] = {}
     for at in s.versions:
-        if at.version == s.first_works:
-            break
-        if at.carried is not None:
+        if at.carried is not None and at.carried.state != WORKS:
             said.setdefault(at.carried.lacking or f"{FAILS} over it", []).append(at.version)
     return [f"{', '.join(versions)}: {why}" for why, versions in said.items()]
 
@@ -302,7 +300,7 @@ def _first_cell(s: Series | None) -> str:
     if s.first_works and state != WORKS:
         text += f" (newest: {state})"
     body = html.tag("span", html.esc(text), class_="frac") + "".join(
-        html.tag("span", html.esc(line), class_="why") for line in before_first(s)
+        html.tag("span", html.esc(line), class_="why") for line in not_working(s)
     )
     return html.tag("td", body, class_=f"cell tpc {STATE_CLASS[state]}")
 
@@ -339,8 +337,8 @@ class TransportSection(Section[list[Carried]]):
             "Transports: the first version that works",
             html.muted(
                 "Per implementation and transport: the first version where the transport works "
-                "(and its newest state when it no longer does), and what the versions before "
-                "it found: why they lack it, or that it fails over them. " + DEFINITION
+                "(and its newest state when it no longer does), and the versions where it does "
+                "not work: why they lack it, or that it fails over them. " + DEFINITION
             )
             + first_works_table(series(page.report, found), page.links),
             id="transports-section",
