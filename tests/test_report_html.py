@@ -623,6 +623,7 @@ def test_empty_report_renders() -> None:
     assert not doc.all("table", id="interop")
     assert "No interop pairs" in doc.one("section", id="interop-section").text
     assert "No case fails" in doc.one("section", id="what-fails").text
+    assert not doc.all("section", id="transports-section")  # no row over another transport
 
 
 # --- a section is one module and its entries in reports.sections -------------------------------
@@ -745,6 +746,8 @@ def test_an_implementation_page_shows_each_transport_at_each_version(
     assert [c.text for c in at["first version that works"].values()] == [
         "2.9.25", "2.10.25", "2.9.25",
     ]  # fmt: skip
+    # A client whose rows all went over tcp: nothing to compare, no section.
+    assert not page_of(report, files, "client:nats.go").all("section", id="transports")
 
 
 def test_where_a_case_fails_names_the_transports_only_beside_tcp() -> None:
@@ -783,3 +786,14 @@ def test_implementations_diverge_over_one_transport_not_between_transports() -> 
     }  # fmt: skip
     data = behaviour_view.behaviour_data([other], "2026-01-01T00:00:00Z")
     assert data["cases"][0]["observations"][0]["implementations"][0]["transport"] == "tcp"
+
+
+def test_a_report_of_tcp_rows_alone_has_no_transports_section(report: Report) -> None:
+    name = transport_support.SECTION.name
+    tcp_only = [c for c in transport_support.SECTION.of(report) if c.transport == "tcp"]
+    alone = dataclasses.replace(report, parts={**report.parts, name: tcp_only})
+    doc = parse(rendered_pages(alone)["index.html"])
+    assert not doc.all("section", id="transports-section")
+    assert "#transports-section" not in [a.attrs.get("href") for a in doc.one("nav").all("a")]
+    # The matrix still says which transport carried each row.
+    assert marks(matrix_rows(doc)["exec:/usr/sbin/nats-server"]) == {"tcp": "s-full"}

@@ -174,6 +174,11 @@ def carried(latest: DataFrame) -> list[Carried]:
     return sorted(result, key=lambda c: (c.target, transport_order(c.transport)))
 
 
+def beyond_tcp(found: Iterable[Carried]) -> bool:
+    """Whether some row went over another transport than tcp."""
+    return any(c.transport != TCP for c in found)
+
+
 def by_target(found: Iterable[Carried]) -> dict[str, list[Carried]]:
     """Target -> its transports, tcp first."""
     grouped: dict[str, list[Carried]] = {}
@@ -259,8 +264,8 @@ def marks(found: Sequence[Carried]) -> str:
 
 
 def first_works_table(found: Mapping[str, Sequence[Series]], links: Mapping[str, str]) -> str:
-    """Per implementation, the first version where each transport works, and why the versions
-    before it lack it (or what fails there)."""
+    """Per implementation, the first version where each transport works, and the versions where
+    it does not (lacking, and why, or failing)."""
     transports = sorted({s.transport for ss in found.values() for s in ss}, key=transport_order)
     head = html.tag("th", "implementation", class_="tname") + "".join(
         html.tag("th", html.esc(t), scope="col") for t in transports
@@ -327,11 +332,12 @@ class TransportSection(Section[list[Carried]]):
         return carried(given.latest)
 
     def nav(self, report: Report) -> tuple[str, str] | None:
-        return ("#transports-section", "Transports") if self.of(report) else None
+        return ("#transports-section", "Transports") if beyond_tcp(self.of(report)) else None
 
     def index(self, page: Index) -> str:
+        """Nothing for a report whose rows all went over tcp (as every report before)."""
         found = self.of(page.report)
-        if not found:
+        if not beyond_tcp(found):
             return ""
         return html.section(
             "Transports: the first version that works",
@@ -358,7 +364,7 @@ class TransportSection(Section[list[Carried]]):
 
     def implementation_html(self, page: Mapping[str, Any]) -> str:
         transports = page.get("transports", [])
-        if not transports:
+        if [s["transport"] for s in transports] in ([], [TCP]):
             return ""
         return html.section(
             "Transports",
