@@ -161,7 +161,7 @@ def test_the_first_version_where_each_transport_works(
     index = (out / "index.html").read_text()
     assert "2.9.10: " + LACKS in index
     markdown = (out / "summary.md").read_text()
-    assert f"- nats-server: tcp {OLD}, tls-first {NEW}, ws {OLD}" in markdown
+    assert f"- nats-server: tcp {OLD}, tls-first {NEW}, ws {OLD} (newest: fails)" in markdown
 
 
 def test_what_fails_lists_a_case_once_with_the_transports_it_fails_over(

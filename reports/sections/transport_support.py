@@ -296,14 +296,24 @@ def not_working(s: Series) -> list[str]:
     return [f"{', '.join(versions)}: {why}" for why, versions in said.items()]
 
 
+def newest_state(s: Series) -> str:
+    """The transport's state at the newest version with a row over it."""
+    newest = next((v.carried for v in reversed(s.versions) if v.carried), None)
+    return newest.state if newest else LACKING
+
+
+def first_text(s: Series) -> str:
+    """'2.10.4', '2.9.10 (newest: fails)' or 'none'."""
+    state = newest_state(s)
+    if s.first_works is None:
+        return "none"
+    return s.first_works + ("" if state == WORKS else f" (newest: {state})")
+
+
 def _first_cell(s: Series | None) -> str:
     if s is None:
         return html.tag("td", "·", class_="na", title="no row over this transport")
-    newest = next((v.carried for v in reversed(s.versions) if v.carried), None)
-    state = newest.state if newest else LACKING
-    text = s.first_works or "none"
-    if s.first_works and state != WORKS:
-        text += f" (newest: {state})"
+    state, text = newest_state(s), first_text(s)
     body = html.tag("span", html.esc(text), class_="frac") + "".join(
         html.tag("span", html.esc(line), class_="why") for line in not_working(s)
     )
@@ -378,9 +388,7 @@ class TransportSection(Section[list[Carried]]):
         for impl, ss in series(report, self.of(report)).items():
             if [s.transport for s in ss] in ([], [TCP]):
                 continue
-            said = ", ".join(
-                f"{table_cell(s.transport)} {table_cell(s.first_works or 'none')}" for s in ss
-            )
+            said = ", ".join(f"{table_cell(s.transport)} {table_cell(first_text(s))}" for s in ss)
             lines.append(f"- {table_cell(impl)}: {said}")
         return ["", "### Transports: the first version that works", "", *lines] if lines else []
 
