@@ -30,6 +30,7 @@ from .model import (
     VersionChange,
 )
 from .section import Given, LatestCase
+from .sections import transport_support
 from .strips import version_order
 
 if TYPE_CHECKING:
@@ -167,11 +168,17 @@ def analyse(
     is_info = F.col("level") == "info"
     latest_cases = latest_rows.select(
         "target", "case_id", "group", "level", "outcome", "category",
-        F.when(is_info, F.col("observed")).alias("observed"),
+        F.when(is_info, F.col("observed")).alias("observed"), "transport",
+        transport_support.own_row().alias("own"),
     ).collect()  # fmt: skip
     latest_cases = [LatestCase(*r) for r in latest_cases]
     outcomes = [(r[0], r[1], r[2], r[3], r[4]) for r in latest_cases]
-    cells = _cells([o for o, r in zip(outcomes, latest_cases, strict=True) if r[5] == CONFORMANCE])
+    # The scores count each case once, over tcp: a row over another transport is counted by
+    # the transports section, so a server run over six transports weighs what it did over one.
+    scored = zip(outcomes, latest_cases, strict=True)
+    cells = _cells([o for o, r in scored if r.category == CONFORMANCE and r.own])
+    # Failures are rows, each listed under its own id whatever carried it (case@ws is a case).
+    failing_rows = Counter(r.target for r in latest_cases if r.outcome in FAILING)
     robustness = Counter(
         r.target for r in latest_cases if r.category == ROBUSTNESS and r.outcome in FAILING
     )
@@ -186,7 +193,7 @@ def analyse(
         .collect()
     ):
         failures[r.target].append(
-            Failure(r.case_id, r.group, r.level, r.outcome, r.message, r.category)
+            Failure(r.case_id, r.group, r.level, r.outcome, r.message, r.category, r.transport)
         )
 
     changes: dict[str, list[Change]] = defaultdict(list)
@@ -256,7 +263,7 @@ def analyse(
                 totals=totals,
                 must=must,
                 failures=failures[run.target],
-                failures_total=totals.failed + totals.errored + robustness[run.target],
+                failures_total=failing_rows[run.target],
                 changes=changes[run.target],
                 regressions_total=regressions,
                 fixes_total=fixes,
@@ -264,9 +271,13 @@ def analyse(
                 robustness=robustness[run.target],
             )
         )
-    series = _version_series(spark, summaries.newest, runs, varied)
+    own_newest = summaries.newest.where(transport_support.own_row())
+    series = _version_series(spark, own_newest, runs, varied)
+    # Across versions each case is followed over tcp; the transports section follows each
+    # transport (a transport a version lacks would otherwise turn every case into a change).
+    own_outcomes = [o for o, r in zip(outcomes, latest_cases, strict=True) if r.own]
     version_strips = strips.without_noise(
-        strips.strips(outcomes, latest, version_order), series["flaky_changes"]
+        strips.strips(own_outcomes, latest, version_order), series["flaky_changes"]
     )
     report = Report(
         generated=_iso(generated_micros()),

@@ -20,9 +20,11 @@ from typing import Any
 from ..conformance.verdicts import ROBUSTNESS, level_rank
 from ..harness.results import LEVELS, OUTCOMES
 from .model import (
+    TCP,
     Counts,
     Report,
     TargetReport,
+    transport_order,
 )
 from .section import Index, Section
 from .strips import version_order
@@ -275,6 +277,25 @@ def since_text(since: Mapping[str, Any] | None) -> str:
     return f"run {since['value']}" + (
         f" (passed in run {before})" if before else " (the oldest run shown)"
     )
+
+
+def over(transports: Iterable[str]) -> str:
+    """' over tcp, ws' (tcp first, then by name), or nothing when tcp alone carried the rows."""
+    shown = sorted(set(transports), key=transport_order)
+    return "" if shown == [TCP] else " over " + ", ".join(shown)
+
+
+def failing_at(at: Sequence[Mapping[str, Any]]) -> str:
+    """Where a case fails: its versions, newest first, each with the transports that carried a
+    failing row when another than tcp did; versions failing over the same ones share them
+    ('2.15.1 over tcp, tls-first, ws; 2.9.10 over tcp, ws')."""
+    carried: dict[str, set[str]] = {}
+    for a in at:
+        carried.setdefault(a["version"], set()).add(a.get("transport", TCP))
+    shared: dict[str, list[str]] = {}
+    for version, transports in carried.items():
+        shared.setdefault(over(transports), []).append(version)
+    return "; ".join(", ".join(versions) + said for said, versions in shared.items())
 
 
 def upstream_link(url: str) -> str:

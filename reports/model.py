@@ -6,7 +6,21 @@ from dataclasses import dataclass, field
 
 from ..conformance.verdicts import CONFORMANCE
 from ..harness.gate import FAILING
-from ..harness.results import INTEROP_KIND
+from ..harness.results import INTEROP_KIND, LATER_KEYS
+
+TCP = LATER_KEYS["transport"]  # what carried a row that names no transport
+
+
+def row_case(case_id: str, transport: str) -> str:
+    """The case a row is of: its id without the ``@<transport>`` a row over another transport
+    than tcp ends in (``transport_support.case_of`` is the same rule in Spark)."""
+    suffix = "@" + transport
+    return case_id[: -len(suffix)] if transport != TCP and case_id.endswith(suffix) else case_id
+
+
+def transport_order(transport: str) -> tuple[bool, str]:
+    """tcp first, then the others by name."""
+    return (transport != TCP, transport)
 
 
 @dataclass(frozen=True)
@@ -73,6 +87,12 @@ class Failure:
     outcome: str
     message: str
     category: str = CONFORMANCE  # robustness: a crash or a hang, reported apart from scores
+    transport: str = TCP
+
+    @property
+    def case(self) -> str:
+        """The case it is a row of (``case_id`` is the row's id: ``<case>@ws`` over ws)."""
+        return row_case(self.case_id, self.transport)
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,13 @@ from ..harness.gate import FAILING
 from ..harness.results import INTEROP_KIND
 from . import details, html, sections, strips
 from .model import (
+    Failure,
     FirstFailure,
     Point,
     Report,
     Strip,
     TargetReport,
+    transport_order,
 )
 
 FORMAT = "nats-conformance-implementation/1"
@@ -120,21 +122,23 @@ def _failures(
     report: Report, targets: Sequence[TargetReport], first: Mapping[str, FirstFailure]
 ) -> list[dict[str, Any]]:
     """Each case failing in a latest run of the implementation's targets (newest version first),
-    with its evidence from the newest failing one."""
-    by_case: dict[str, list[tuple[TargetReport, Any]]] = defaultdict(list)
+    over whichever transports (a case failing over tcp and ws is one entry), with its evidence
+    from the newest failing row (over tcp first)."""
+    by_case: dict[str, list[tuple[TargetReport, Failure]]] = defaultdict(list)
     judging = strips.newest_by_version(targets, lambda t: t.run).values()  # the strip's rule
     for target in sorted(judging, key=html.by_version, reverse=True):
-        for failure in target.failures:
-            by_case[failure.case_id].append((target, failure))
+        for failure in sorted(target.failures, key=lambda f: transport_order(f.transport)):
+            by_case[failure.case].append((target, failure))
     found = []
     for case_id, seen in by_case.items():
         newest, failure = seen[0]
-        detail = report.details.get((newest.run.run_id, newest.run.target, case_id)) or {}
+        row_id = failure.case_id
+        detail = report.details.get((newest.run.run_id, newest.run.target, row_id)) or {}
         ff = first.get(case_id)
         since = (
             {"kind": "version", "value": ff.first_failing, "passed_before": ff.last_passing}
             if ff
-            else since_run(newest.history.get(case_id, []))
+            else since_run(newest.history.get(row_id, []))
         )
         found.append(
             {
@@ -148,11 +152,14 @@ def _failures(
                         "version": t.run.version,
                         "target": t.run.target,
                         "outcome": f.outcome,
-                        "upstream": report.upstream.get((t.run.target, case_id)),
+                        "upstream": report.upstream.get((t.run.target, f.case_id)),
+                        "transport": f.transport,
                     }
                     for t, f in seen
                 ],
-                "messages": messages([(t.run.version, f.message) for t, f in seen]),
+                "messages": messages(
+                    [(t.run.version + html.over([f.transport]), f.message) for t, f in seen]
+                ),
                 "requirement": detail.get("requirement") or None,
                 "vector": details.vector_of(case_id),
                 "transcript": bounded_transcript(str(detail.get("transcript") or "")),
@@ -337,7 +344,7 @@ def transcript_block(transcript: Mapping[str, Any], interop: bool) -> str:
 def evidence(failure: Mapping[str, Any], interop: bool, is_open: bool = False) -> str:
     """A failing case: where it fails, then message, requirement, vector and transcript."""
     at = failure["at"]
-    versions = " ".join(html.badge(a["outcome"]) + " " + html.esc(a["version"]) for a in at)
+    versions = html.badge(at[0]["outcome"]) + " " + html.esc(html.failing_at(at))
     upstream = next((a["upstream"] for a in at if a["upstream"]), None)
     summary = html.tag(
         "summary",

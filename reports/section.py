@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, NamedTuple, TypeVar, cast
 
 from ..harness.gate import Baseline
+from ..harness.results import LATER_KEYS
 from .model import Report, Run
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ class LatestCase(NamedTuple):
     outcome: str
     category: str
     observed: str | None  # what was observed, for an info case only (None for the others)
+    transport: str = LATER_KEYS["transport"]  # what carried it (reports.sections.transport_support)
+    own: bool = True  # the case's own row (over tcp): the one the matrix's scores count
 
 
 @dataclass(frozen=True)

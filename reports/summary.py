@@ -11,7 +11,8 @@ append rewrites the summaries of the targets it wrote to and no others:
   greatest digest of their observations (a case whose runs disagree on either is flaky:
   ``analysis``);
 - ``newest``: the rows of the newest run of each (target, version) (the version series), with
-  their observations (tables written before them read them as "": so did those rows).
+  their observations (tables written before them read them as "": so did those rows) and
+  transports (the series follows each case over tcp).
 
 Each merges: the summaries of the old rows merged with those of the new rows are the summaries of
 all rows (counts add up, runs are disjoint, the newest run is the newer of the two newest). An
@@ -37,7 +38,9 @@ if TYPE_CHECKING:
 
 SUMMARY_DIR = "_summary"
 PARTITION = "target_dir"
-LAYOUT = 2  # 2: cases has retried and observation digests; an older store is summarised again
+# 2: cases has retried and observation digests; 3: newest has the transport. A store of an older
+# layout is summarised again.
+LAYOUT = 3
 # Two runs observed the same when their observations' digests agree: the least and the greatest
 # digest of a case's rows differ exactly when the rows hold two observations (up to a 64-bit
 # hash collision), and both merge by min and max as counts merge by sums.
@@ -50,7 +53,8 @@ SCHEMAS = {
     "cases": ", ".join(f"{k} string" for k in CASE_KEYS)
     + "".join(f", {c} bigint" for c in (*OUTCOMES, "runs", "retried", *DIGESTS)),
     "newest": "target string, target_version string, run_id string, case_id string, "
-    f"`group` string, level string, outcome string, observed string, {PARTITION} string",
+    f"`group` string, level string, outcome string, observed string, transport string, "
+    f"{PARTITION} string",
 }
 
 

@@ -76,6 +76,7 @@ NEEDS: dict[str, str] = {
     "test_report_noise.py::spark": "integration",
     "test_report_pipeline.py::spark": "integration",
     "test_report_robustness.py::spark": "integration",
+    "test_report_transports.py": "integration",
     # The command line, the bin scripts and pytest run as processes.
     "test_bin_scripts.py": "integration",
     "test_cli_run.py": "integration",

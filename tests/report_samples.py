@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +46,11 @@ from nats_conformance.reports.sections import (
     invalid_rows,
     report_gate,
     requirement_coverage,
+    transport_support,
 )
 from nats_conformance.reports.sections.behaviour_view import Behaviour, Observed, Observer
 from nats_conformance.reports.sections.flaky_cases import Flaky
+from nats_conformance.reports.sections.transport_support import Carried
 
 RUN_A = "20261101T000000Z-aaaaaaaa"
 
@@ -344,6 +347,34 @@ def _strip_rows(targets: list[TargetReport]) -> list[tuple[str, str, str, str, s
     return rows
 
 
+LACKS_TLS_FIRST = "nats-server 2.9.25 has no TLS-first handshake (it came in 2.10.4)"
+
+
+def _carried(targets: list[TargetReport]) -> list[Carried]:
+    """Each target over tcp as its matrix row counts it; the servers over tls-first too (which
+    2.9.25 lacks) and over ws (which fails a must case at 2.10.25 that passes over tcp); the
+    first interop pair over tcp>wss."""
+    found = []
+    for t in targets:
+        gating = t.must.failed + t.must.errored + t.robustness
+        rows = t.run.rows
+        tcp = Carried(
+            t.run.target, "tcp", {"must": t.must}, rows, rows, t.robustness, gating, 0, None
+        )
+        found.append(tcp)
+        if t.implementation == "nats-server":
+            lacking = Carried(t.run.target, "tls-first", {"must": Counts(skipped=rows)}, rows, 0,
+                              0, 0, 0, LACKS_TLS_FIRST)  # fmt: skip
+            found.append(
+                lacking if t.run.version == "2.9.25" else replace(tcp, transport="tls-first")
+            )
+            broken = replace(tcp, transport="ws", gating=gating + 1, own=1)
+            found.append(broken if t.run.version == "2.10.25" else replace(tcp, transport="ws"))
+        if t.run.target == "client:nats-py->client:nats.go":
+            found.append(replace(tcp, transport="tcp>wss"))
+    return found
+
+
 def sample_report() -> Report:
     """A realistic report: a nats-server version series, clients, interop pairs and a hostile
     target whose name, messages and transcripts try to break out of the page."""
@@ -483,6 +514,7 @@ def sample_report() -> Report:
                 1, ["published/results/bad.jsonl:7: outcome: 'maybe' is not one of <pass, fail>"]
             ),
             report_gate.SECTION.name: [],
+            transport_support.SECTION.name: _carried(targets),
             flaky_cases.SECTION.name: flaky_cases.FlakyCases(
                 [
                     Flaky(

@@ -17,6 +17,7 @@ from report_samples import (
     HOSTILE_OBSERVED,
     HOSTILE_TARGET,
     HOSTILE_TRANSCRIPT,
+    LACKS_TLS_FIRST,
     NO_RESPONDERS,
     OBSERVED_AFTER,
     OBSERVED_BEFORE,
@@ -27,8 +28,16 @@ from report_samples import (
 
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.reports import sections
-from nats_conformance.reports.html import CSP, STYLESHEET, esc, section, tag, target_id
-from nats_conformance.reports.model import Cell, Counts, Failure, Report
+from nats_conformance.reports.html import (
+    CSP,
+    STYLESHEET,
+    esc,
+    failing_at,
+    section,
+    tag,
+    target_id,
+)
+from nats_conformance.reports.model import Cell, Counts, Failure, Report, Run
 from nats_conformance.reports.outputs import implementations, markdown, rendered_pages, summary
 from nats_conformance.reports.pages import case_anchor, page_names
 from nats_conformance.reports.section import Given, Index, Section
@@ -38,8 +47,10 @@ from nats_conformance.reports.sections import (
     invalid_rows,
     report_gate,
     requirement_coverage,
+    transport_support,
 )
 from nats_conformance.reports.sections.report_gate import GateRow, exit_code, judge
+from nats_conformance.reports.strips import version_order
 
 VOID = frozenset({"meta", "br", "wbr", "img", "link", "input", "hr", "source"})
 
@@ -365,8 +376,8 @@ def test_matrix_has_a_cell_per_group(report: Report, doc: Node) -> None:
     families = [h.split(".")[0] for h in headers]
     assert families == ["protocol"] * 2 + ["subjects"] + ["client"] * 2 + ["streaming"]
     for tr in matrix_rows(doc).values():
-        # The headline, the robustness failures, then one per group.
-        assert len(tr.all("td")) == 2 + len(groups)
+        # The headline, the robustness failures, the transports, then one per group.
+        assert len(tr.all("td")) == 3 + len(groups)
 
 
 def test_matrix_cell_shows_must_score_and_counts(doc: Node) -> None:
@@ -401,7 +412,8 @@ def test_interop_grid_is_coloured_by_must_failures(doc: Node) -> None:
     grid = doc.one("table", id="interop")
     assert [th.text for th in grid.all("th", scope="col")] == ["client:nats-py", "client:nats.go"]
     rows = {
-        tr.one("th").text: [td.text for td in tr.all("td")] for tr in grid.one("tbody").all("tr")
+        tr.one("th").text: [td.all()[0].text if td.all() else td.text for td in tr.all("td")]
+        for tr in grid.one("tbody").all("tr")
     }
     assert rows == {"client:nats-py": ["·", "16/17"], "client:nats.go": ["14/17", "·"]}
     # 16 of 17 is a high score, but a must case fails: the cell is red, not green.
@@ -601,6 +613,7 @@ def test_empty_report_renders() -> None:
             flaky_cases.SECTION.name: flaky_cases.FlakyCases([], 0),
             behaviour_view.SECTION.name: [],
             requirement_coverage.SECTION.name: {},
+            transport_support.SECTION.name: [],
         },
     )
     files = rendered_pages(empty)
@@ -610,6 +623,7 @@ def test_empty_report_renders() -> None:
     assert not doc.all("table", id="interop")
     assert "No interop pairs" in doc.one("section", id="interop-section").text
     assert "No case fails" in doc.one("section", id="what-fails").text
+    assert not doc.all("section", id="transports-section")  # no row over another transport
 
 
 # --- a section is one module and its entries in reports.sections -------------------------------
@@ -677,3 +691,109 @@ def test_the_sections_have_distinct_names_and_each_output_lists_only_them() -> N
     names = [s.name for s in sections.SECTIONS]
     assert len(set(names)) == len(names)
     assert set(sections.MARKDOWN) <= set(sections.SECTIONS)
+
+
+# --- transports -----------------------------------------------------------------------------------
+
+
+def marks(cell: Node) -> dict[str, str]:
+    """A cell's transport marks: transport -> its state's class."""
+    return {m.text: m.attrs["class"].split()[1] for m in cell.all("span", class_="tp")}
+
+
+def test_the_matrix_and_the_interop_grid_mark_each_transport_by_its_state(doc: Node) -> None:
+    newest_server = matrix_rows(doc)["exec:/usr/sbin/nats-server"]
+    assert marks(newest_server) == {"tcp": "s-full", "tls-first": "s-full", "ws": "s-full"}
+    assert marks(matrix_rows(doc)["client:nats.go"]) == {"tcp": "s-full"}
+    pair = next(
+        td
+        for td in doc.one("table", id="interop").all("td", class_="cell")
+        if td.one("a").attrs["href"].endswith(target_id("client:nats-py->client:nats.go"))
+    )
+    assert marks(pair) == {"tcp": "s-full", "tcp>wss": "s-full"}
+    titles = {m.text: m.attrs["title"] for m in pair.all("span", class_="tp")}
+    assert titles["tcp>wss"].startswith("tcp>wss: works\nmust 16/17;")
+
+
+def test_the_index_says_where_each_transport_first_works_and_where_it_does_not(doc: Node) -> None:
+    table = doc.one("table", id="transports")
+    heads = [th.text for th in table.all("th", scope="col")]
+    assert heads == ["tcp", "tcp>wss", "tls-first", "ws"]  # tcp first, then by name
+    rows = {tr.one("th").text: tr.all("td") for tr in table.one("tbody").all("tr")}
+    server = dict(zip(heads, rows["nats-server"], strict=True))
+    assert server["tcp"].one("span", class_="frac").text == "2.9.25"
+    assert server["tls-first"].one("span", class_="frac").text == "2.10.25"
+    assert server["tls-first"].one("span", class_="why").text == "2.9.25: " + LACKS_TLS_FIRST
+    # ws failed at 2.10.25, after it first worked: the first version stays 2.9.25.
+    assert server["ws"].one("span", class_="frac").text == "2.9.25"
+    assert server["ws"].one("span", class_="why").text == "2.10.25: fails over it"
+    assert server["tcp>wss"].text == "·"  # no row of a server went over it
+
+
+def test_an_implementation_page_shows_each_transport_at_each_version(
+    report: Report, files: dict[str, str]
+) -> None:
+    grid = page_of(report, files, "nats-server").one("section", id="transports").one("table")
+    heads = [th.text for th in grid.all("th", scope="col")]
+    rows = {tr.one("th").text: tr.all("td") for tr in grid.one("tbody").all("tr")}
+    at = {version: dict(zip(heads, cells, strict=True)) for version, cells in rows.items()}
+    lacking = at["2.9.25"]["tls-first"]
+    assert lacking.one("span", class_="frac").text == "lacking"
+    assert lacking.one("span", class_="why").text == LACKS_TLS_FIRST
+    broken = at["2.10.25"]["ws"]
+    assert "s-low" in broken.attrs["class"].split()
+    assert broken.one("span", class_="why").text == "1 failing where tcp does not"
+    assert [c.text for c in at["first version that works"].values()] == [
+        "2.9.25", "2.10.25", "2.9.25",
+    ]  # fmt: skip
+    # A client whose rows all went over tcp: nothing to compare, no section.
+    assert not page_of(report, files, "client:nats.go").all("section", id="transports")
+
+
+def test_where_a_case_fails_names_the_transports_only_beside_tcp() -> None:
+    def at(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+        return [{"version": v, "transport": t} for v, t in pairs]
+
+    assert failing_at([{"version": "2.15.1"}, {"version": "2.9.10"}]) == "2.15.1, 2.9.10"
+    assert (
+        failing_at(at(("2", "ws"), ("2", "tcp"), ("1", "tcp"), ("1", "ws"))) == "2, 1 over tcp, ws"
+    )
+    assert failing_at(at(("2", "tcp"), ("2", "tls-first"), ("1", "tcp"))) == (
+        "2 over tcp, tls-first; 1"
+    )
+    assert failing_at(at(("2", "wss"))) == "2 over wss"
+
+
+def test_implementations_diverge_over_one_transport_not_between_transports() -> None:
+    runs = [Run(t, f"r{n}", "2026-01-01T00:00:00Z", "1.0", "client", 4)
+            for n, t in enumerate(("client:a", "client:b"))]  # fmt: skip
+
+    def over(b_ws: str) -> behaviour_view.Behaviour:
+        rows = [
+            ("client:a", "c.x", "c", "pass", "plain", "tcp"),
+            ("client:a", "c.x@ws", "c", "pass", "framed", "ws"),
+            ("client:b", "c.x", "c", "pass", "plain", "tcp"),
+            ("client:b", "c.x@ws", "c", "pass", b_ws, "ws"),
+        ]
+        [case] = behaviour_view.behaviour(rows, runs, version_order)
+        return case
+
+    same = over("framed")
+    assert same.case_id == "c.x" and len(same.observations) == 2 and not same.diverges
+    other = over("closed")
+    assert other.diverges and {o.observed for o in other.observations} == {
+        "plain", "framed", "closed",
+    }  # fmt: skip
+    data = behaviour_view.behaviour_data([other], "2026-01-01T00:00:00Z")
+    assert data["cases"][0]["observations"][0]["implementations"][0]["transport"] == "tcp"
+
+
+def test_a_report_of_tcp_rows_alone_has_no_transports_section(report: Report) -> None:
+    name = transport_support.SECTION.name
+    tcp_only = [c for c in transport_support.SECTION.of(report) if c.transport == "tcp"]
+    alone = dataclasses.replace(report, parts={**report.parts, name: tcp_only})
+    doc = parse(rendered_pages(alone)["index.html"])
+    assert not doc.all("section", id="transports-section")
+    assert "#transports-section" not in [a.attrs.get("href") for a in doc.one("nav").all("a")]
+    # The matrix still says which transport carried each row.
+    assert marks(matrix_rows(doc)["exec:/usr/sbin/nats-server"]) == {"tcp": "s-full"}

@@ -605,7 +605,7 @@ def test_behaviour_groups_each_newest_observation_once_diverging_first(
         for t, v in sorted(version_of.items())
     ]
     found = behaviour_view.behaviour(
-        [(t, c, "g", o, obs) for t, _, c, o, obs in rows], latest, analysis.version_order
+        [(t, c, "g", o, obs, "tcp") for t, _, c, o, obs in rows], latest, analysis.version_order
     )
     judging = strips.columns(latest, analysis.version_order).values()
     newest = {list(versions.values())[-1].target for versions in judging}

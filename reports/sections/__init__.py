@@ -16,6 +16,7 @@ from . import (
     report_gate,
     requirement_coverage,
     robustness_failures,
+    transport_support,
     version_changes,
     what_fails,
 )
@@ -29,6 +30,7 @@ SECTIONS: tuple[Section[Any], ...] = (
     robustness_failures.SECTION,
     compliance_matrix.SECTION,
     interop_grid.SECTION,
+    transport_support.SECTION,
     flaky_cases.SECTION,
     regressions.SECTION,
     version_changes.SECTION,
@@ -39,6 +41,7 @@ SECTIONS: tuple[Section[Any], ...] = (
 MARKDOWN: tuple[Section[Any], ...] = (
     compliance_matrix.SECTION,
     interop_grid.SECTION,
+    transport_support.SECTION,
     regressions.SECTION,
     version_changes.SECTION,
     robustness_failures.SECTION,

@@ -14,7 +14,7 @@ from typing import Any
 
 from .. import html, strips
 from ..formats import dumps
-from ..model import Report, Run
+from ..model import TCP, Report, Run, row_case
 from ..section import Given, Section
 
 FORMAT = "nats-conformance-behaviour/1"
@@ -30,6 +30,7 @@ class Observer:
     version: str
     target: str
     outcome: str
+    transport: str = TCP  # what carried the row
 
 
 @dataclass(frozen=True)
@@ -51,28 +52,36 @@ class Behaviour:
 
     @property
     def diverges(self) -> bool:
-        return len(self.observations) > 1
+        """Implementations did different things over one transport (what differs only between
+        transports, such as INFO's tls_required over TLS, is no divergence)."""
+        over: dict[str, set[str]] = defaultdict(set)
+        for o in self.observations:
+            for by in o.by:
+                over[by.transport].add(o.observed)
+        return any(len(seen) > 1 for seen in over.values())
 
 
 def behaviour(
-    rows: Iterable[tuple[str, str, str, str, str]],
+    rows: Iterable[tuple[str, str, str, str, str, str]],
     latest: list[Run],
     order: Callable[[str], Any],
 ) -> list[Behaviour]:
     """Pure: per info case, the implementations at their newest version (the strips' rule)
-    grouped by what they did, from (target, case id, group, outcome, observed) info rows of the
-    ``latest`` runs; cases where implementations diverge first. A skipped case observed nothing."""
+    grouped by what they did, from (target, row id, group, outcome, observed, transport) info
+    rows of the ``latest`` runs; cases where implementations diverge first. A skipped case
+    observed nothing. A case's rows over every transport are one case, each observer naming the
+    transport it observed over."""
     newest: dict[str, tuple[str, str]] = {}  # target -> (implementation, its newest version)
     for impl, versions in strips.columns(latest, order).items():
         version, run = list(versions.items())[-1]
         newest[run.target] = (impl, version)
     cases: dict[str, tuple[str, dict[str, list[Observer]]]] = {}
-    for target, case_id, group, outcome, observed in rows:
+    for target, row_id, group, outcome, observed, transport in rows:
         if target not in newest or outcome == "skip":
             continue
         impl, version = newest[target]
-        seen = cases.setdefault(case_id, (group, defaultdict(list)))[1]
-        seen[observed].append(Observer(impl, version, target, outcome))
+        seen = cases.setdefault(row_case(row_id, transport), (group, defaultdict(list)))[1]
+        seen[observed].append(Observer(impl, version, target, outcome, transport))
     found = [
         Behaviour(
             case_id,
@@ -108,6 +117,7 @@ def behaviour_data(cases: Iterable[Behaviour], generated: str) -> dict[str, Any]
                                 "version": by.version,
                                 "target": by.target,
                                 "outcome": by.outcome,
+                                "transport": by.transport,
                             }
                             for by in o.by
                         ],
@@ -120,13 +130,24 @@ def behaviour_data(cases: Iterable[Behaviour], generated: str) -> dict[str, Any]
     }
 
 
+def _by_implementation(found: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, str], list[str]]:
+    """(implementation, version, outcome) -> the transports over which it made an observation."""
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for i in found:
+        key = (i["implementation"], i["version"], i["outcome"])
+        grouped.setdefault(key, []).append(i.get("transport", TCP))
+    return grouped
+
+
 def _case(case: Mapping[str, Any]) -> str:
     rows = [
         html.row(
             html.observation(o["observed"]),
             "<br>".join(
-                html.badge(i["outcome"]) + " " + html.esc(f"{i['implementation']} {i['version']}")
-                for i in o["implementations"]
+                html.badge(outcome) + " " + html.esc(f"{impl} {version}{html.over(transports)}")
+                for (impl, version, outcome), transports in _by_implementation(
+                    o["implementations"]
+                ).items()
             ),
         )
         for o in case["observations"]
@@ -182,7 +203,7 @@ class BehaviourSection(Section[list[Behaviour]]):
 
     def compute(self, given: Given) -> list[Behaviour]:
         observed = [
-            (r.target, r.case_id, r.group, r.outcome, r.observed)
+            (r.target, r.case_id, r.group, r.outcome, r.observed, r.transport)
             for r in given.cases
             if r.level == "info"
         ]

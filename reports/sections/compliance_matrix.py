@@ -34,6 +34,7 @@ from ..html import (
 )
 from ..model import Counts, Report, TargetReport
 from ..section import Given, Index, Section
+from . import transport_support
 
 CLIENT_KIND = "client"
 CHART_LABEL_CHARS = 38
@@ -84,6 +85,7 @@ def matrix_head(groups: Sequence[str]) -> str:
             families.append((family, 1))
     top = tag("th", "Target", rowspan=2, class_="tname") + tag("th", "Must", rowspan=2)
     top += tag("th", "Robustness", rowspan=2, title="failures: a crash or a hang")
+    top += tag("th", "Transports", rowspan=2, title="each transport's state: hover for its counts")
     top += "".join(tag("th", esc(f), colspan=n, class_="family") for f, n in families)
     sub = "".join(tag("th", breakable(group_family(g)[1]), title=g, scope="col") for g in groups)
     return tag("thead", tag("tr", top) + tag("tr", sub))
@@ -147,7 +149,8 @@ def matrix(
     targets = [t for _, members in bands for t in members]
     groups = matrix_groups(report, targets)
     cells = level_counts(report)
-    width = len(groups) + 3
+    carried = transport_support.by_target(transport_support.SECTION.of(report))
+    width = len(groups) + 4
     bodies = []
     for title, members in bands:
         rows = [tag("tr", tag("th", esc(title), colspan=width, class_="band"))]
@@ -159,6 +162,7 @@ def matrix(
                     tag("th", target_label(t, links), scope="row")
                     + headline(t.must)
                     + robustness_cell(t.robustness)
+                    + tag("td", transport_support.marks(carried.get(t.run.target, [])))
                     + row_cells,
                     data_i=filters["impl"][t.implementation],
                 )
@@ -295,7 +299,10 @@ class MatrixSection(Section[None]):
                 "Each implementation at its newest version (its page has every version and the "
                 "version strip). A cell shows the must cases passed of judged (— when none was "
                 "judged) and the counts across all levels; hover for the breakdown. Scores count "
-                "conformance rows only; robustness failures have their own column."
+                "conformance rows only, each case once, over tcp; robustness failures (over every "
+                "transport) have their own column. Transports: a mark per transport the run's "
+                "rows went over, green where it works, red where a gating case fails over it but "
+                "not over tcp, grey where the target lacks it (hover for its counts)."
             )
             + legend()
             + tag("div", matrix(report, bands, page.links, page.filters), class_="flt")

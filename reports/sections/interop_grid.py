@@ -5,12 +5,14 @@ must case is red whatever its score), on index.html; a line and the failing pair
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..html import Links, breakable, counts_title, esc, fraction, must_class, muted, section, tag
 from ..model import Counts, Report, TargetReport
 from ..section import Given, Index, Section
+from . import transport_support
 from .compliance_matrix import TABLE_HEAD, markdown_row
+from .transport_support import Carried
 
 
 def pair_of(target: str) -> tuple[str, str]:
@@ -19,9 +21,12 @@ def pair_of(target: str) -> tuple[str, str]:
     return sender, receiver
 
 
-def interop_grid(targets: Sequence[TargetReport], links: Links) -> str:
-    """Senders down, receivers across; a cell is the pair's must cases passed of judged,
-    coloured by must failures."""
+def interop_grid(
+    targets: Sequence[TargetReport], links: Links, carried: Mapping[str, Sequence[Carried]]
+) -> str:
+    """Senders down, receivers across; a cell is the pair's must cases passed of judged (over
+    tcp), coloured by must failures, and a mark per transport its rows went over (``carried``:
+    target -> its transports)."""
     pairs = {pair_of(t.run.target): t for t in targets}
     senders = sorted({s for s, _ in pairs})
     receivers = sorted({r for _, r in pairs})
@@ -39,6 +44,7 @@ def interop_grid(targets: Sequence[TargetReport], links: Links) -> str:
             must = pair.must
             text = fraction(must) if must.judged else "—"
             link = tag("a", esc(text), href=links[pair.run.target])
+            link += transport_support.marks(carried.get(pair.run.target, []))
             title = (
                 f"{pair.run.target} ({pair.run.version})\nmust: {counts_title(must)}\n"
                 f"all levels: {counts_title(pair.totals)}"
@@ -66,8 +72,15 @@ class InteropSection(Section[None]):
         pairs = [t for t in page.report.targets if t.interop]
         return section(
             "Interoperability",
-            muted("Each cell: the pair's must cases passed of judged; red when a must case fails.")
-            + interop_grid(pairs, page.links)
+            muted(
+                "Each cell: the pair's must cases passed of judged over tcp; red when a must case "
+                "fails. Below it, a mark per transport the pair's rows went over, as in the matrix."
+            )
+            + interop_grid(
+                pairs,
+                page.links,
+                transport_support.by_target(transport_support.SECTION.of(page.report)),
+            )
             if pairs
             else muted("No interop pairs in this report."),
             id="interop-section",

@@ -10,7 +10,7 @@ from typing import Any
 
 from ...conformance.verdicts import ROBUSTNESS
 from ..formats import code_span
-from ..html import badge, esc, muted, row, section, table, tag
+from ..html import badge, esc, failing_at, muted, row, section, table, tag
 from ..model import Report
 from ..section import Given, Index, Section
 
@@ -24,8 +24,7 @@ def robustness_table(rows: Sequence[Mapping[str, Any]]) -> str:
             tag("a", esc(r["implementation"]), href=r["page"]),
             tag("a", tag("code", esc(r["failure"]["case_id"])), href=f"{r['page']}#{r['anchor']}"),
             esc(r["failure"]["level"]),
-            badge(r["failure"]["at"][0]["outcome"])
-            + esc(" " + ", ".join(a["version"] for a in r["failure"]["at"])),
+            badge(r["failure"]["at"][0]["outcome"]) + esc(" " + failing_at(r["failure"]["at"])),
         )
         for r in rows
     ]

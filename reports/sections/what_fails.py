@@ -13,6 +13,7 @@ from ..html import (
     Filters,
     badge,
     esc,
+    failing_at,
     index_failing,
     level_class,
     muted,
@@ -53,14 +54,13 @@ def failing_table(rows: Sequence[Mapping[str, Any]], filters: Filters) -> str:
         at = f["at"]
         upstream = next((a["upstream"] for a in at if a["upstream"]), None)
         evidence = f"{r['page']}#{r['anchor']}"
-        versions = ", ".join(a["version"] for a in at)
         body.append(
             tag(
                 "tr",
                 tag("td", tag("a", esc(r["implementation"]), href=r["page"]))
                 + tag("td", tag("a", tag("code", esc(f["case_id"])), href=evidence))
                 + tag("td", esc(f["level"]), class_=f"lvl {level_class(f['level'])}")
-                + tag("td", badge(at[0]["outcome"]) + esc(" " + versions))
+                + tag("td", badge(at[0]["outcome"]) + esc(" " + failing_at(at)))
                 + tag("td", esc(since_text(f["since"])))
                 + tag("td", upstream_link(upstream) if upstream else ""),
                 data_i=filters["impl"][r["implementation"]],
