@@ -253,7 +253,7 @@ class WebSocketStream:
             raise HandshakeError(f"the WebSocket upgrade failed: {exc}") from exc
         answer = f"extensions accepted: {self.extensions}" if self.extensions else "no extension"
         if server_side:
-            answer = f"offered: {self.offered or 'no extension'}; {answer}"
+            answer += f" (the client offered {self.offered or 'none'})"
         self.negotiated = f"{prefix}WebSocket upgrade: HTTP 101, {answer}"
 
     def _write(self, data: bytes, timeout: float) -> None:
