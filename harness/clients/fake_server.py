@@ -353,6 +353,9 @@ class FakeConnection:
 
     def _client_closed(self, how: str) -> None:
         self._record("close", how.encode())
+        # The fake server ends its side too, as a server does: a client closing a TLS or
+        # WebSocket connection may wait for the server's end of it.
+        self.stream.shutdown()
         if self._parser.incomplete:
             self.note("the connection ended inside an operation")
         with self._changed:
