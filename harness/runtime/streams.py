@@ -165,6 +165,8 @@ class SocketStream:
         self.transport = transport
         self.negotiated = ""
         self._server_side = server_side
+        # One TLS record operation at a time (a TLS connection is not for two threads at once).
+        self._lock = threading.Lock()
 
     def start_tls(self, context: ssl.SSLContext | None, hostname: str, *, timeout: float) -> None:
         """Upgrade to TLS (a client verifies the server's certificate for ``hostname``);
@@ -173,12 +175,14 @@ class SocketStream:
         self.negotiated = f"TLS established: {self._sock.version()}"
 
     def send(self, data: bytes, *, timeout: float) -> None:
-        self._sock.settimeout(timeout)
-        self._sock.sendall(data)
+        with self._lock:
+            self._sock.settimeout(timeout)
+            self._sock.sendall(data)
 
     def receive(self, size: int, *, timeout: float) -> bytes:
         _await_readable(self._sock, timeout)
-        return self._sock.recv(size)
+        with self._lock:
+            return self._sock.recv(size)
 
     def notes(self) -> list[str]:
         return []
@@ -266,8 +270,8 @@ class WebSocketStream:
     def _fill(self, timeout: float) -> bool:
         """Read once from the socket and handle what it held; False when the peer closed."""
         _await_readable(self._sock, timeout)
-        data = self._sock.recv(CHUNK)
         with self._lock:
+            data = self._sock.recv(CHUNK)
             if not data:  # closed without a close frame (wsproto would make one up: 1006)
                 self._closed = True
                 return False
