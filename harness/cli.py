@@ -160,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=transports_option,
         default=TRANSPORTS,
         metavar="LIST",
-        help=f"the transports a server target's wire cases run over, comma-separated (default "
-        f"every one: {','.join(TRANSPORTS)}); a transport a target lacks gives skip rows",
+        help=f"the transports a server target's wire cases and a client library's cases through "
+        f"the fake server run over, comma-separated (default every one: {','.join(TRANSPORTS)}); "
+        "a transport a target lacks gives skip rows",
     )
     run.add_argument(
         "--report",

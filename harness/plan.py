@@ -30,7 +30,7 @@ STAN_KINDS = (streaming_server_session.KIND, streaming_client.KIND)  # what a st
 class Targets:
     """What a run checks: server specs, client specs, whether the vectors are the bundled
     ones (then, with streaming clients, the PyPI streaming client's row too), and the transports
-    a server target's wire cases run over."""
+    a server target's wire cases and a client library's fake-server cases run over."""
 
     servers: list[str]
     clients: list[str]
@@ -62,7 +62,7 @@ def suites(targets: Targets, server_cases: list[Case], cases: list[Case]) -> lis
             if client is not None:
                 out.append(StanClientSuite(spec, DEFAULT_SERVER, client, taken))
     libraries = [spec for spec in targets.clients if not is_streaming_client(spec)]
-    out += [LibrarySuite(spec, cases) for spec in libraries]
+    out += [LibrarySuite(spec, cases, targets.transports) for spec in libraries]
     if libraries:
         pairs_cases, problems = interop_cases.load_cases(cases)
         for problem in problems:

@@ -100,8 +100,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )  # fmt: skip
     group.addoption(
         "--nats-transport", metavar="LIST",
-        help="the transports a server target's wire cases run over, comma-separated (default "
-        f"every one: {','.join(TRANSPORTS)})",
+        help="the transports a server target's wire cases and a client library's cases through "
+        f"the fake server run over, comma-separated (default every one: {','.join(TRANSPORTS)})",
     )  # fmt: skip
     group.addoption("--nats-baseline-update", action="store_true",
                     help="write this run's must failures into --nats-baseline FILE (created "

@@ -255,10 +255,12 @@ class CaseRef:
 
 @dataclass(frozen=True)
 class Checked:
-    """A case and what checking it found: what a suite that runs several cases hands back."""
+    """A case and what checking it found, over which transport: what a suite that runs several
+    cases hands back."""
 
     case: CaseRef
     found: Found
+    transport: str = LATER_KEYS["transport"]
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,7 @@ NEEDS: dict[str, str] = {
     "test_runtime.py": "integration",
     # Driver processes: the bundled libraries' and fakes written as programs.
     "test_client_vectors.py::nats_py_rows": "integration",
+    "test_client_transports.py::nats_py": "integration",
     "test_driver_answers.py::fake_client": "integration",
     "test_driver_deadlines.py::fake": "integration",
     "test_driver_releases.py::built": "integration",

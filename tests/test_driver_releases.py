@@ -27,8 +27,9 @@ OLDEST_NATS_GO = (
 # What each release lacks of its series' newest release, from the library's history (the
 # release where the API appeared). The newest nats.go and nats.js releases lack nothing.
 LACKS: dict[str, set[str]] = {
-    # validateSubject, linked for validate_subject (publish): nats.go 1.48.0.
-    f"client:nats.go=={OLDEST_NATS_GO}": {"validate_subject"},
+    # validateSubject, linked for validate_subject (publish): nats.go 1.48.0; TLSHandshakeFirst
+    # (tls_first): 1.31.0.
+    f"client:nats.go=={OLDEST_NATS_GO}": {"validate_subject", "tls_first"},
     f"client:nats.go=={NATS_GO[-1]}": set(),
     # Match (headers_op): 2.1.0; js.views.kv: 2.3.0; the object store: 2.8.0.
     "client:nats.js==2.0.0": {"headers_op", "kv", "object_store"},
@@ -48,6 +49,11 @@ NEEDS: dict[str, tuple[str, dict[str, Any]]] = {
         {"headers": [], "case": "sensitive", "op": "get", "key": "A", "value": None},
     ),
     "kv": ("jetstream_create", {"kind": "kv", "name": "B", "stream": None, "subjects": None}),
+    # Nothing listens on port 1: a release with the option fails to connect.
+    "tls_first": (
+        "connect",
+        {"url": "tls://127.0.0.1:1", "options": {"tls_first": True, "timeout_ms": 500}},
+    ),
     "object_store": (
         "jetstream_create",
         {"kind": "object_store", "name": "B", "stream": None, "subjects": None},

@@ -26,7 +26,7 @@ from .client_specs import (
     ClientSpec,
     parse_client_spec,
 )
-from .driver import DriverError, DriverProcess, capability_names
+from .driver import TRANSPORT_CAPABILITIES, DriverError, DriverProcess, capability_names
 from .driver_builds import build_driver
 from .driver_images import client_image, remove_container
 from .registry import LIBRARIES, ClientError, pinned_version
@@ -139,6 +139,12 @@ class ClientTarget:
         if self.capabilities is None or capability in self.capabilities:
             return None
         return f"{self.library} {self.version} lacks {capability} (its driver's hello says so)"
+
+    def lacks_transport(self, transport: str) -> str | None:
+        """Why a case over ``transport`` is skipped: the first capability the transport needs
+        that the library lacks (``lacks``), or None."""
+        needed = TRANSPORT_CAPABILITIES[transport]
+        return next(filter(None, (self.lacks(capability) for capability in needed)), None)
 
     def close(self) -> None:
         """Stop every driver process this target started."""

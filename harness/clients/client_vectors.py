@@ -21,6 +21,12 @@ by which the case reaches the library (the row id is ``<vector id>@<path>``):
 
 A path gives rows only for the cases it can ask (a subscribe subject is not published); a case no
 path reaches gets one ``skip`` row that says so, so the gap shows in every report.
+
+Transport is a dimension of the run, as for servers: the paths through the fake server (``wire``)
+and the client scripts run over each transport of the run (``harness.runtime.streams``), the
+others (the library's own code, the JetStream API on a real server) over plain TCP only. A tcp
+row keeps its id; another transport's row is ``<row id>@<transport>`` (``rows.transport_of``).
+A transport whose capabilities the driver lacks gives skip rows without asking.
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
 reason (drivers also say it of single inputs their library cannot express), one it answers
@@ -48,6 +54,8 @@ from ...conformance.verdicts import (
     observation,
 )
 from ..results import CaseRef, Checked, Found
+from ..runtime.streams import DEFAULT_TRANSPORT
+from ..servers.runner import row_id
 from . import jetstream as client_jetstream
 from . import scripts as client_scripts
 from .driver import DriverError, DriverReply
@@ -107,6 +115,8 @@ class ClientPath:
     # Why the driver protocol or a library API cannot ask this case (a skip row), or None.
     limit: Callable[[vectors.Case], str | None] = lambda case: None
     rows: Callable[[vectors.Case], list[RowSpec]] | None = None  # default: one at case level
+    # Through the fake server: the path runs over every transport of the run (else tcp only).
+    wire: bool = False
 
     def row_specs(self, case: vectors.Case) -> list[RowSpec]:
         return self.rows(case) if self.rows else [RowSpec(self.name, case.level)]
@@ -679,32 +689,32 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
     "headers.parse": (
         ClientPath("decode", "decode_headers", "The library's header parser", _decode),
         ClientPath("hmsg", "headers", "Delivered in an HMSG by the fake server", _hmsg,
-                   rows=_hmsg_rows),
+                   rows=_hmsg_rows, wire=True),
     ),
     "headers.encode": (
         ClientPath("encode", "encode_headers", "The library's header encoder", _encode,
                    limit=_encode_limit),
         ClientPath("hpub", "headers", "Published to the fake server, the header block on the wire",
-                   _hpub, _headers_only),
+                   _hpub, _headers_only, wire=True),
     ),
     "headers.op": (ClientPath("op", "headers_op", "The library's header API", _op),),
     "subject.validate": (
         ClientPath("validate", "validate_subject", "The library's subject validation",
                    _validate_subject, limit=_subject_validate_limit, rows=_validate_rows),
         ClientPath("publish", None, "Published to the fake server", _publish,
-                   _useevent_is("publish", "reply")),
+                   _useevent_is("publish", "reply"), wire=True),
         ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
-                   _useevent_is("subscribe")),
+                   _useevent_is("subscribe"), wire=True),
         ClientPath("request", "request", "Requested from the fake server", _request,
-                   _useevent_is("publish")),
+                   _useevent_is("publish"), wire=True),
     ),
     "protocol.encode": (
         ClientPath("send", None, "Sent through the library's API to the fake server", _send,
-                   _send_applies, _send_limit),
+                   _send_applies, _send_limit, wire=True),
     ),
     "protocol.parse": (
         ClientPath("receive", None, "Sent by the fake server to the library", _receive,
-                   _receive_applies),
+                   _receive_applies, wire=True),
     ),
     "name.validate": (
         ClientPath("validate", "validate_name", "The library's name validation", _validate_name,
@@ -738,13 +748,15 @@ def _result(
     category: str = CONFORMANCE,
     *,
     observed: str = "",
+    transport: str = DEFAULT_TRANSPORT,
 ) -> Checked:
-    """A path's row: the one place a client vector row's ``Found`` is built."""
+    """A path's row over ``transport``: the one place a client vector row's ``Found`` is
+    built."""
     description = f"{how} (vector {case.id}): {case.data['description']}"
     shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
     found = Found(outcome, message, round(ms, 3), shown, observed, category)
-    ref = CaseRef(f"{case.id}@{spec.suffix}", spec.level, case.source, description, case.group)
-    return Checked(ref, found)
+    rid = row_id(f"{case.id}@{spec.suffix}", transport)
+    return Checked(CaseRef(rid, spec.level, case.source, description, case.group), found, transport)
 
 
 def _run_case(
@@ -778,7 +790,7 @@ def _run_case(
         else:
             outcome, message = "error", "the path gave no verdict for this row"
         row = _result(case, spec, path.how, outcome, message, ms, r.s.transcript, category,
-                      observed=observed)  # fmt: skip
+                      observed=observed, transport=r.s.transport)  # fmt: skip
         out.append(row)
     return out
 
@@ -794,50 +806,75 @@ def _unreached(cases: list[vectors.Case], paths: Sequence[ClientPath]) -> list[v
     return [case for case in cases if not any(path.applies(case) for path in paths)]
 
 
-def run_client_vectors(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[Checked]:
-    """Every client-role case through every path of its kind, as rows, each as soon as known
-    (in the order of ``planned_rows``)."""
-    for kind, kind_cases in _by_kind(cases).items():
-        if kind == client_scripts.KIND:
-            yield from client_scripts.run_scripts(client, kind_cases)
-            continue
-        paths = PATHS.get(kind, ())
-        for case in _unreached(kind_cases, paths):
-            reason = NOT_REACHED_REASONS.get(kind, f"no client path reaches this {kind} case yet")
-            yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
-                          reason, 0.0)  # fmt: skip
-        for path in paths:
-            yield from _run_path(client, path, [c for c in kind_cases if path.applies(c)])
+def _paths(kind: str, transport: str) -> tuple[ClientPath, ...]:
+    """The paths of ``kind`` over ``transport``: every one over plain TCP, those through the
+    fake server over the others."""
+    paths = PATHS.get(kind, ())
+    return paths if transport == DEFAULT_TRANSPORT else tuple(p for p in paths if p.wire)
 
 
-def planned_rows(cases: Iterable[vectors.Case]) -> Iterator[tuple[str, str, vectors.Case]]:
-    """(row id, level, case) of each row ``run_client_vectors`` gives ``cases``, in its order:
-    one per row of every path that applies, ``ID@client`` when none does, the case id for
-    a client script."""
-    for kind, kind_cases in _by_kind(cases).items():
-        if kind == client_scripts.KIND:
-            yield from ((case.id, case.level, case) for case in kind_cases)
-            continue
-        paths = PATHS.get(kind, ())
-        for case in _unreached(kind_cases, paths):
-            yield f"{case.id}@{NOT_REACHED}", case.level, case
-        for path in paths:
-            for case in (c for c in kind_cases if path.applies(c)):
-                yield from ((f"{case.id}@{s.suffix}", s.level, case) for s in path.row_specs(case))
+def run_client_vectors(
+    client: ClientTarget,
+    cases: list[vectors.Case],
+    transports: tuple[str, ...] = (DEFAULT_TRANSPORT,),
+) -> Iterator[Checked]:
+    """Every client-role case through every path of its kind, over each of ``transports`` (one
+    after the other) as the path goes, as rows, each as soon as known (in the order of
+    ``planned_rows``)."""
+    by_kind = _by_kind(cases)
+    for transport in transports:
+        for kind, kind_cases in by_kind.items():
+            if kind == client_scripts.KIND:
+                yield from client_scripts.run_scripts(client, kind_cases, transport)
+                continue
+            if transport == DEFAULT_TRANSPORT:
+                for case in _unreached(kind_cases, PATHS.get(kind, ())):
+                    reason = NOT_REACHED_REASONS.get(
+                        kind, f"no client path reaches this {kind} case yet"
+                    )
+                    yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
+                                  reason, 0.0)  # fmt: skip
+            for path in _paths(kind, transport):
+                cases_of = [c for c in kind_cases if path.applies(c)]
+                yield from _run_path(client, path, cases_of, transport)
+
+
+def planned_rows(
+    cases: Iterable[vectors.Case], transports: tuple[str, ...] = (DEFAULT_TRANSPORT,)
+) -> Iterator[tuple[str, str, vectors.Case]]:
+    """(row id, level, case) of each row ``run_client_vectors`` gives ``cases`` over
+    ``transports``, in its order: one per row of every path that applies, ``ID@client`` (over
+    tcp) when none does, the case id for a client script; ``@<transport>`` added over a
+    transport other than tcp."""
+    by_kind = _by_kind(cases)
+    for transport in transports:
+        for kind, kind_cases in by_kind.items():
+            if kind == client_scripts.KIND:
+                yield from ((row_id(c.id, transport), c.level, c) for c in kind_cases)
+                continue
+            if transport == DEFAULT_TRANSPORT:
+                for case in _unreached(kind_cases, PATHS.get(kind, ())):
+                    yield f"{case.id}@{NOT_REACHED}", case.level, case
+            for path in _paths(kind, transport):
+                for case in (c for c in kind_cases if path.applies(c)):
+                    for spec in path.row_specs(case):
+                        yield row_id(f"{case.id}@{spec.suffix}", transport), spec.level, case
 
 
 def _run_path(
-    client: ClientTarget, path: ClientPath, cases: list[vectors.Case]
+    client: ClientTarget, path: ClientPath, cases: list[vectors.Case], transport: str
 ) -> Iterator[Checked]:
-    lacking = client.lacks(path.capability) if path.capability else None
+    lacking = client.lacks_transport(transport)
+    if lacking is None and path.capability:
+        lacking = client.lacks(path.capability)
     with ExitStack() as stack:
-        s = stack.enter_context(Session(client))
+        s = stack.enter_context(Session(client, transport))
         r = PathRun(s, stack)
         for case in cases:
             specs = path.row_specs(case)
             reason = lacking or path.limit(case)
             if reason is not None:
                 for spec in specs:
-                    yield _result(case, spec, path.how, "skip", reason, 0.0)
+                    yield _result(case, spec, path.how, "skip", reason, 0.0, transport=transport)
                 continue
             yield from _run_case(r, path, case, specs)

@@ -32,6 +32,7 @@ import jsonschema
 
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from ..results import bounded
+from ..runtime.certs import run_certificates
 from ..runtime.processes import (
     SPAWNER,
     STOP_GRACE,
@@ -175,6 +176,32 @@ def deadline(cmd: str, request: Mapping[str, Any], path: Path = SCHEMA_PATH) -> 
 def capability_names() -> list[str]:
     """The capabilities a protocol-2 hello may declare (the schema's fixed vocabulary)."""
     return list(protocol_schema()["$defs"]["capability"]["enum"])
+
+
+# What a driver must declare to be asked to connect over each transport (the URL's scheme says
+# the rest: harness.runtime.streams.URL_SCHEMES).
+TRANSPORT_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "tcp": (),
+    "tls": ("tls",),
+    "tls-first": ("tls", "tls_first"),
+    "ws": ("websocket",),
+    "wss": ("websocket", "tls"),
+    "ws-deflate": ("websocket", "websocket_compression"),
+}
+
+
+def transport_options(transport: str) -> dict[str, Any]:
+    """The ``connect`` options that ask a library for ``transport`` (beside the URL's scheme):
+    the run's CA (harness.runtime.certs), which signed the fake server's certificate, where TLS
+    is used; the TLS-first handshake; permessage-deflate offered."""
+    options: dict[str, Any] = {}
+    if "tls" in TRANSPORT_CAPABILITIES[transport]:
+        options["tls_ca_file"] = str(run_certificates().ca)
+    if transport == "tls-first":
+        options["tls_first"] = True
+    if transport == "ws-deflate":
+        options["ws_compression"] = True
+    return options
 
 
 def schema_problem(value: Any, pointer: str, path: Path = SCHEMA_PATH) -> str | None:

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ...conformance import protocol
 from ...conformance.verdicts import CONFORMANCE
-from .driver import DriverError, DriverProcess, DriverReply, rule
+from ..runtime.streams import DEFAULT_TRANSPORT
+from .driver import DriverError, DriverProcess, DriverReply, rule, transport_options
 from .fake_server import (
     FakeConnection,
     FakeServer,
@@ -79,10 +80,12 @@ class Session:
 
     Every talk with the driver goes through here, so that a driver that crashes, hangs or breaks
     the protocol is restarted at once (the next case gets a new one) and its DriverError says
-    whether the fake server had just given the library something (``server_input``)."""
+    whether the fake server had just given the library something (``server_input``). Every
+    connection it makes to a fake server goes over ``transport``."""
 
-    def __init__(self, client: ClientTarget) -> None:
+    def __init__(self, client: ClientTarget, transport: str = DEFAULT_TRANSPORT) -> None:
         self.client = client
+        self.transport = transport
         self._driver: DriverProcess | None = None
         self._events: list[dict[str, Any]] = []
         self.server: FakeServer | None = None  # the fake server of the open connection
@@ -238,16 +241,20 @@ def _error_text(reply: DriverReply) -> str:
 def connected(
     s: Session, *, options: dict[str, Any] | None = None, **server_args: Any
 ) -> Iterator[tuple[FakeServer, FakeConnection]]:
-    """A fake server (``server_args``) and the library connected to it (``options``).
+    """A fake server (``server_args``) and the library connected to it (``options``), over the
+    session's transport: the URL's scheme and the connect options name it.
 
     Verdict ``skip`` when the driver answers unsupported for an option (Session.call), or when
     the body would send a header-bearing message the library's CONNECT did not ask for (a server
     sends none); ``error`` when the library cannot connect to the fake server at all. The library
     is closed afterwards.
     """
-    with FakeServer(**server_args) as server:
+    with FakeServer(transport=s.transport, **server_args) as server:
         s.server = server
-        connect_options = {"reconnect": False, "timeout_ms": CONNECT_TIMEOUT_MS, **(options or {})}
+        connect_options = {
+            "reconnect": False, "timeout_ms": CONNECT_TIMEOUT_MS,
+            **transport_options(s.transport), **(options or {}),
+        }  # fmt: skip
         try:
             reply = s.call("connect", url=server.url, options=connect_options)
             conn = server.accept(timeout=STEP if reply.ok else 0.0)

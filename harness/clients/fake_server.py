@@ -10,16 +10,24 @@ bytes at a chosen moment (split into TCP segments at given offsets, with small p
 operations as they arrive (answer a request), close. What it sends comes from the reference
 encoder and the model, or is bytes the script wrote; there is no protocol logic here.
 
-Every wait has a deadline, every thread is joined by ``close``, and everything on the wire is
-recorded in a ``harness.runtime.transcripts.Transcript`` (``send``: the fake server's bytes,
-``recv``: the client's).
+It serves one transport (``harness.runtime.streams.TRANSPORTS``) through the streams the wire
+client uses, in the server's role (``accept_stream``): plain TCP; TLS after a plaintext INFO that
+says ``tls_required``; TLS before the INFO (TLS-first); WebSocket (binary messages), over TLS,
+and with permessage-deflate accepted when the client offers it. The certificate is the run's
+(``harness.runtime.certs``), for 127.0.0.1 and localhost.
+
+Every wait has a deadline (a client that never finishes a handshake is noted and let go), every
+thread is joined by ``close``, and everything on the wire is recorded in a
+``harness.runtime.transcripts.Transcript``: the NATS bytes (``send``: the fake server's,
+``recv``: the client's), whatever carried them, with the handshakes and what happened beneath
+the NATS bytes (a text frame, a ping, a close frame) as notes.
 """
 
 from __future__ import annotations
 
 import contextlib
-import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,7 +35,19 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ...conformance import protocol, server, subjects
+from ..runtime.certs import run_certificates
 from ..runtime.limits import READ_LIMITS
+from ..runtime.streams import (
+    DEFAULT_TRANSPORT,
+    TLS_TRANSPORTS,
+    TRANSPORTS,
+    URL_SCHEMES,
+    HandshakeError,
+    SocketStream,
+    Stream,
+    accept_stream,
+    server_context,
+)
 from ..runtime.transcripts import Direction, Transcript
 
 HOST = "127.0.0.1"
@@ -41,6 +61,7 @@ CHUNK = 1 << 16
 POLL = 0.02  # how often idle threads look at the stop flag and pending PONGs
 SEND_TIMEOUT = 5.0  # seconds one send may wait for a client that does not read
 JOIN_TIMEOUT = 2.0
+HANDSHAKE_TIMEOUT = 3.0  # seconds a client has for each handshake (TLS, the WebSocket upgrade)
 PADDING_FIELD = "nats_conformance_padding"  # an INFO field no client knows, to make INFO long
 DEFAULT_INFO: dict[str, Any] = {
     "server_id": "NATSCONFORMANCEFAKESERVER",
@@ -52,6 +73,10 @@ DEFAULT_INFO: dict[str, Any] = {
     "headers": True,
     "max_payload": protocol.DEFAULT_MAX_PAYLOAD,
 }
+# What the INFO adds over a transport that carries TLS: client-protocol.txt's tls_required ("the
+# client should try to connect using TLS"), as a nats-server's TLS listeners say it (its
+# WebSocket listener with TLS too).
+TLS_INFO: dict[str, Any] = {"tls_required": True}
 
 OpT = TypeVar("OpT")
 Reaction = Callable[["FakeConnection", protocol.Event], None]
@@ -104,7 +129,7 @@ class Received:
 class FakeConnection:
     """One client connection, driven by the check script; the reader thread runs on its own."""
 
-    sock: socket.socket
+    stream: Stream
     started: float
     model: server.ServerModel
     answer_pings: bool = True  # send the model's PONGs
@@ -139,15 +164,20 @@ class FakeConnection:
     def note(self, text: str) -> None:
         self._record("note", text.encode())
 
+    def _take_notes(self) -> None:
+        """What the stream saw beneath the NATS bytes (a text frame, a ping, a close frame)."""
+        for text in self.stream.notes():
+            self.note(text)
+
     # --- sending -----------------------------------------------------------------------------
 
     def send(self, data: bytes, *, split_at: Iterable[int] = (), pause: float = 0.005) -> bool:
         """Send ``data``, as separate writes cut at ``split_at`` with ``pause`` s between them.
 
-        With TCP_NODELAY each write leaves as its own segment. Nothing else (no automatic PONG)
-        is sent between the pieces. False (and a note) when the client does not take the bytes;
-        HeadersNotEnabled, and nothing sent, for a header-bearing message the client's CONNECT
-        did not ask for.
+        With TCP_NODELAY each write leaves as its own segment (over WebSocket, its own frame).
+        Nothing else (no automatic PONG) is sent between the pieces. False (and a note) when
+        the client does not take the bytes; HeadersNotEnabled, and nothing sent, for a
+        header-bearing message the client's CONNECT did not ask for.
         """
         if not self.model.headers_enabled and carries_headers(data):
             self.note("not sent: a header-bearing message, and the CONNECT did not enable headers")
@@ -160,8 +190,9 @@ class FakeConnection:
                 self._record("send", piece)
                 self.fed_at = time.monotonic()
                 try:
-                    self.sock.sendall(piece)
+                    self.stream.send(piece, timeout=SEND_TIMEOUT)
                 except OSError as exc:  # the client closed or reset, or stopped reading
+                    self._take_notes()
                     self.note(f"send failed: {exc.strerror or exc}")
                     return False
         return True
@@ -244,15 +275,16 @@ class FakeConnection:
         while not self._closing and budget > 0:
             self._send_due_pongs()
             try:
-                # Wait with select: the socket's own timeout bounds the script's sends.
-                readable, _, _ = select.select([self.sock], [], [], self._next_wait())
-                if not readable:
-                    continue
-                data = self.sock.recv(CHUNK)
+                data = self.stream.receive(CHUNK, timeout=self._next_wait())
+            except TimeoutError:
+                self._take_notes()
+                continue
             except (OSError, ValueError) as exc:  # ValueError: the socket was closed under us
+                self._take_notes()
                 if not self._closing:
                     self._client_closed(f"connection lost: {getattr(exc, 'strerror', None) or exc}")
                 return
+            self._take_notes()
             if not data:
                 if not self._closing:  # not the fake server's own shutdown
                     self._client_closed("connection closed by the client")
@@ -321,6 +353,9 @@ class FakeConnection:
 
     def _client_closed(self, how: str) -> None:
         self._record("close", how.encode())
+        # The fake server ends its side too, as a server does: a client closing a TLS or
+        # WebSocket connection may wait for the server's end of it.
+        self.stream.shutdown()
         if self._parser.incomplete:
             self.note("the connection ended inside an operation")
         with self._changed:
@@ -334,7 +369,7 @@ class FakeConnection:
         self._shut()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(JOIN_TIMEOUT)
-        self.sock.close()
+        self.stream.close()
 
     def _shut(self) -> None:
         with self._changed:
@@ -344,13 +379,13 @@ class FakeConnection:
         if not already and not self.closed_by_client:
             self._record("close", b"connection closed by the fake server")
             self.fed_at = time.monotonic()
-        with contextlib.suppress(OSError):  # already closed by the client
-            self.sock.shutdown(socket.SHUT_RDWR)
+        self.stream.shutdown()  # a WebSocket close frame first, as a server sends one
 
 
 class FakeServer:
-    """Listens on 127.0.0.1 (a free port); every connection gets the INFO at once, then waits
-    for the check script. Use as a context manager: ``close`` ends every connection and thread."""
+    """Listens on 127.0.0.1 (a free port) over one transport; every connection gets the INFO as
+    soon as its handshakes allow, then waits for the check script. Use as a context manager:
+    ``close`` ends every connection and thread."""
 
     def __init__(
         self,
@@ -362,15 +397,26 @@ class FakeServer:
         pong_delay: float = 0.0,
         model_answers: bool = True,
         reactions: Iterable[Reaction] = (),
+        transport: str = DEFAULT_TRANSPORT,
     ) -> None:
-        """``info`` is merged over ``DEFAULT_INFO`` (a None value removes a key); ``info_size``
-        pads the INFO line to at least that many bytes with a filler field; ``info_bytes``
-        replaces the INFO line altogether (a broken one). ``answer_pings``, ``pong_delay``,
-        ``model_answers`` and ``reactions`` are each connection's initial settings."""
+        """``info`` is merged over ``DEFAULT_INFO`` (and ``TLS_INFO`` over a transport with TLS;
+        a None value removes a key); ``info_size`` pads the INFO line to at least that many
+        bytes with a filler field; ``info_bytes`` replaces the INFO line altogether (a broken
+        one). ``answer_pings``, ``pong_delay``, ``model_answers`` and ``reactions`` are each
+        connection's initial settings; ``transport`` is what carries every connection."""
+        if transport not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r}")
+        self.transport = transport
+        self._context: ssl.SSLContext | None = None
+        tls_info: dict[str, Any] = {}
+        if transport in TLS_TRANSPORTS:
+            files = run_certificates()
+            self._context = server_context(files.chain, files.key)
+            tls_info = TLS_INFO
         self._listener = socket.create_server((HOST, 0))
         self._listener.settimeout(POLL)
         self.port: int = self._listener.getsockname()[1]
-        merged = {**DEFAULT_INFO, "port": self.port, **(info or {})}
+        merged = {**DEFAULT_INFO, "port": self.port, **tls_info, **(info or {})}
         self.info = {k: v for k, v in merged.items() if v is not None}
         self._info_bytes = info_bytes
         self._info_size = info_size
@@ -381,13 +427,16 @@ class FakeServer:
         self._stop = threading.Event()
         self._accepted = threading.Condition()
         self.connections: list[FakeConnection] = []
+        self.failed: list[Transcript] = []  # connections whose handshakes failed, what they said
+        self._greeting: dict[threading.Thread, socket.socket] = {}  # handshakes in progress
         self._handed_out = 0
         self._thread = threading.Thread(target=self._accept, name="fake-nats-accept", daemon=True)
         self._thread.start()
 
     @property
     def url(self) -> str:
-        return f"nats://{HOST}:{self.port}"
+        """The URL a client connects with: its scheme names the transport."""
+        return f"{URL_SCHEMES[self.transport]}://{HOST}:{self.port}"
 
     def info_line(self) -> bytes:
         if self._info_bytes is not None:
@@ -402,26 +451,62 @@ class FakeServer:
                 continue
             except OSError:
                 return
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.settimeout(SEND_TIMEOUT)
+            # Each connection's handshakes on a thread of its own: a client that stalls in one
+            # holds up no other.
+            greeter = threading.Thread(
+                target=self._greet, args=(sock, time.monotonic()), name="fake-nats-greet",
+                daemon=True,
+            )  # fmt: skip
+            with self._accepted:
+                if self._stop.is_set():
+                    sock.close()
+                    return
+                self._greeting[greeter] = sock
+            greeter.start()
+
+    def _greet(self, sock: socket.socket, started: float) -> None:
+        """The handshakes the transport asks for and the INFO, in the transport's order; then
+        the connection is handed out (``accept``), or noted among ``failed``."""
+        sock.settimeout(SEND_TIMEOUT)
+        transcript = Transcript()
+        conn: FakeConnection | None = None
+        try:
+            stream = accept_stream(
+                sock, self.transport, timeout=HANDSHAKE_TIMEOUT, context=self._context
+            )
             conn = FakeConnection(
-                sock,
-                time.monotonic(),
+                stream,
+                started,
                 self._model(),
                 answer_pings=self._answer_pings,
                 pong_delay=self._pong_delay,
                 model_answers=self._model_answers,
                 reactions=list(self._reactions),
+                transcript=transcript,
             )
+            if stream.negotiated:
+                conn.note(stream.negotiated)
             conn.send(self.info_line())
-            conn.start()
+            if self.transport == "tls":  # the upgrade after the INFO, which said tls_required
+                assert isinstance(stream, SocketStream)
+                stream.start_tls(self._context, HOST, timeout=HANDSHAKE_TIMEOUT)
+                conn.note(stream.negotiated)
+        except (HandshakeError, OSError) as exc:
+            transcript.add(time.monotonic() - started, "note", f"handshake: {exc}".encode())
+            if conn is not None:
+                conn.stream.close()
             with self._accepted:
-                if not self._stop.is_set():  # else close() has taken its list already
-                    self.connections.append(conn)
-                    self._accepted.notify_all()
-                    continue
-            conn.close()
+                self.failed.append(transcript)
+                self._greeting.pop(threading.current_thread(), None)
             return
+        conn.start()
+        with self._accepted:
+            self._greeting.pop(threading.current_thread(), None)
+            if not self._stop.is_set():  # else close() has taken its list already
+                self.connections.append(conn)
+                self._accepted.notify_all()
+                return
+        conn.close()
 
     def _model(self) -> server.ServerModel:
         """The reference server for one connection: the INFO's max_payload; no authentication
@@ -437,7 +522,8 @@ class FakeServer:
         )
 
     def accept(self, *, timeout: float) -> FakeConnection | None:
-        """The next connection not handed out yet, waiting up to ``timeout`` s for it."""
+        """The next connection not handed out yet (its handshakes done), waiting up to
+        ``timeout`` s for it."""
         deadline = time.monotonic() + timeout
         with self._accepted:
             while len(self.connections) <= self._handed_out:
@@ -456,10 +542,11 @@ class FakeServer:
             return any(conn.fed_at > moment for conn in self.connections)
 
     def transcript_text(self) -> str:
-        """Every connection's transcript, one block each."""
-        blocks = []
-        for i, conn in enumerate(list(self.connections)):
-            blocks.append(f"connection {i + 1}:\n{conn.transcript.text()}")
+        """Every connection's transcript, one block each; then each failed handshake's."""
+        with self._accepted:
+            conns, failed = list(self.connections), list(self.failed)
+        blocks = [f"connection {i + 1}:\n{c.transcript.text()}" for i, c in enumerate(conns)]
+        blocks += [f"failed handshake {i + 1}:\n{t.text()}" for i, t in enumerate(failed)]
         return "\n".join(blocks)
 
     def close(self) -> None:
@@ -471,7 +558,14 @@ class FakeServer:
         self._thread.join(JOIN_TIMEOUT)
         with self._accepted:
             conns = list(self.connections)
+            greeting = dict(self._greeting)
             self._accepted.notify_all()
+        # A handshake in progress ends now (one already inside TLS at its deadline).
+        for sock in greeting.values():
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        for greeter in greeting:
+            greeter.join(JOIN_TIMEOUT)
         for conn in conns:
             conn.close()
 

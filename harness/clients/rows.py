@@ -1,5 +1,10 @@
-"""A client row: written with its library's name and version, and, when it is a gating failure,
-run again through a new run of its case (``harness.gate.attempts``)."""
+"""A client row: written with its library's name and version and its transport, and, when it is
+a gating failure, run again through a new run of its case over that transport
+(``harness.gate.attempts``).
+
+A row's id names its transport as a server row's does (``harness.servers.runner.row_id``): the
+tcp row keeps its id (``<vector id>`` or ``<vector id>@<path>``), another transport's row adds
+``@<transport>``; ``transport_of`` reads it back."""
 
 from __future__ import annotations
 
@@ -9,8 +14,10 @@ from functools import partial
 from typing import Protocol
 
 from ...conformance import vectors
+from ...conformance.vectors import ROW
 from ..gate import GATING_LEVEL, attempts
 from ..results import Checked, Found, ResultRow, ResultsWriter, RunContext
+from ..runtime.streams import DEFAULT_TRANSPORT, TRANSPORTS
 
 
 class Named(Protocol):
@@ -24,7 +31,16 @@ def write_result(
     client: Named, writer: ResultsWriter, ctx: RunContext, result: Checked
 ) -> ResultRow:
     """Write one client row, with its requirement and transcript as details."""
-    return ctx.record(writer, (client.name, "client", client.version), result.case, result.found)
+    target = (client.name, "client", client.version)
+    return ctx.record(writer, target, result.case, result.found, transport=result.transport)
+
+
+def transport_of(row_id: str) -> tuple[str, str]:
+    """The row id over plain TCP and the transport of a row id (``row_id``'s inverse)."""
+    head, at, last = row_id.rpartition(ROW)
+    if at and last in TRANSPORTS and last != DEFAULT_TRANSPORT:
+        return head, last
+    return row_id, DEFAULT_TRANSPORT
 
 
 # --- running a failing row again -----------------------------------------------------------------
@@ -43,7 +59,7 @@ def rerun_failures(
         found, flaky = attempts(
             result.found, partial(_row_again, again, result), reruns if gating else 0
         )
-        yield Checked(result.case, found), flaky
+        yield replace(result, found=found), flaky
 
 
 def _row_again(again: Rerun, result: Checked) -> Found:
@@ -55,9 +71,16 @@ def _row_again(again: Rerun, result: Checked) -> Found:
     return found[0]
 
 
-def rerun_by_vector(
-    run: Callable[[list[vectors.Case]], Iterable[Checked]], cases: list[vectors.Case]
-) -> Rerun:
-    """Run again through ``run`` the vector of a row (its id is ``<vector id>[@<path>]``)."""
+Run = Callable[[list[vectors.Case], tuple[str, ...]], Iterable[Checked]]  # cases, transports
+
+
+def rerun_by_vector(run: Run, cases: list[vectors.Case]) -> Rerun:
+    """Run again through ``run`` the vector of a row (its id is
+    ``<vector id>[@<path>][@<transport>]``), over the row's transport only."""
     by_id = {case.id: case for case in cases}
-    return lambda row_id: run([by_id[row_id.partition("@")[0]]])
+
+    def again(row_id: str) -> Iterable[Checked]:
+        head, transport = transport_of(row_id)
+        return run([by_id[head.partition(ROW)[0]]], (transport,))
+
+    return again

@@ -10,6 +10,10 @@ A script may declare up to 10 s for each of its steps and have as many steps as 
 case has an overall deadline (``driver_session.CASE_SECONDS``, from ``Session.begin_case``): every
 wait of a step is cut at it, and a case that reaches it ends there with an ``error`` row that says
 how far it got (``Overrun``), never with a judgement on a window it was not given.
+
+The scripts run over each transport of the run (the fake server serves it, the library is asked
+for it in its connect), a row each: the case's id over plain TCP, ``<case id>@<transport>`` over
+another; a transport the driver lacks skips every script without asking.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...conformance import client_script, protocol, vectors
@@ -26,6 +30,8 @@ from ...conformance.judge import steady
 from ...conformance.vector_values import Mismatch, decode_bytes, excerpt
 from ...conformance.verdicts import CONFORMANCE, observation
 from ..results import CaseRef, Checked, Found
+from ..runtime.streams import DEFAULT_TRANSPORT
+from ..servers.runner import row_id
 from .client_targets import ClientTarget
 from .driver import DriverError
 from .driver_session import (
@@ -53,9 +59,17 @@ def script_cases(cases: Iterable[vectors.Case]) -> list[vectors.Case]:
     return [c for c in cases if c.kind == KIND and "client" in c.roles]
 
 
-def run_scripts(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[Checked]:
-    """Every script case on one library (one driver, restarted when it dies), a row each."""
-    with FakeServer() as spare, Session(client) as s:
+def run_scripts(
+    client: ClientTarget, cases: list[vectors.Case], transport: str = DEFAULT_TRANSPORT
+) -> Iterator[Checked]:
+    """Every script case on one library over ``transport`` (one driver, restarted when it
+    dies), a row each."""
+    lacking = client.lacks_transport(transport)
+    if lacking is not None:
+        for case in cases:
+            yield Checked(_ref(case, transport), Found("skip", lacking, 0.0), transport)
+        return
+    with FakeServer(transport=transport) as spare, Session(client, transport) as s:
         builtins = {"spare_address": f"127.0.0.1:{spare.port}"}
         for case in cases:
             yield run_script(client, s, case, builtins)
@@ -64,6 +78,7 @@ def run_scripts(client: ClientTarget, cases: list[vectors.Case]) -> Iterator[Che
 def run_script(
     client: ClientTarget, s: Session, case: vectors.Case, builtins: dict[str, str]
 ) -> Checked:
+    """One script over the session's transport: its row."""
     started = time.monotonic()
     s.begin_case()
     script = case.data["input"]
@@ -94,9 +109,15 @@ def run_script(
     # What happened step by step, and how the script ended where a step ended it.
     steps = observation([steady(note) for note in [*notes, *ended]])
     ms = round((time.monotonic() - started) * 1000, 3)
-    # The group as the id's first two segments, as these rows always had (CaseRef's default).
+    found = Found(outcome, message, ms, shown, steps, category)
+    return Checked(_ref(case, s.transport), found, s.transport)
+
+
+def _ref(case: vectors.Case, transport: str) -> CaseRef:
+    """A script's row over ``transport``; its group the case id's first two segments, as these
+    rows always had (CaseRef's default), whatever the transport."""
     ref = CaseRef(case.id, case.level, case.source, case.data["description"])
-    return Checked(ref, Found(outcome, message, ms, shown, steps, category))
+    return replace(ref, case_id=row_id(case.id, transport))
 
 
 def _fail(message: str) -> Verdict:

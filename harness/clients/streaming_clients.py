@@ -632,7 +632,8 @@ class StreamingClientSuite(OfCases):
                 raise SuiteError(f"client {self.spec} cannot start: {exc}") from exc
             run = partial(run_streaming_client_vectors, client, server)
             listed = partial(baseline.lists, client.name, client.version)
-            again = rerun_by_vector(run, self.cases)
+            # A streaming client speaks plain TCP only: every row is a tcp row.
+            again = rerun_by_vector(lambda cases, _: run(cases), self.cases)
             for result, flaky in rerun_failures(run(self.cases), again, reruns, listed):
                 yield judged(write_result(client, writer, ctx, result), flaky, baseline, on_row)
 

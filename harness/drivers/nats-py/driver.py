@@ -20,6 +20,11 @@ responders), so a real header named Status looks the same.
 Errors: nats-py's own checks before anything is written (BadSubjectError, MaxPayloadError, a
 ValueError on an argument, ...) answer `refused`; `invalid` is only for a malformed request.
 headers_op is unsupported: nats-py has no header type of its own (headers are a plain dict).
+Transports, through connect's own options only: tls:// with `tls=` an ssl context that trusts
+tls_ca_file (every release), tls_first as `tls_handshake_first` (where connect() takes it),
+ws:// and wss:// through nats-py's WebSocketTransport (where the release has it and aiohttp,
+which it needs, is installed). nats-py has no option to offer permessage-deflate: ws_compression
+is `unsupported`.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ import binascii
 import dataclasses
 import importlib
 import importlib.metadata
+import inspect
 import json
 import os
 import platform
+import ssl
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -48,6 +55,8 @@ from nats.aio.client import Client
 PROTOCOL = "nats-conformance-driver/2"
 # Client._process_headers, nats-py's own header block parser (not in 2.0).
 HAS_HEADER_PARSER = hasattr(Client, "_process_headers")
+# What nats.connect takes: tls (an ssl context) in every release, tls_handshake_first in some.
+CONNECT_PARAMETERS = frozenset(inspect.signature(Client.connect).parameters)
 # What a consumer can be created with (2.0 has durable_name but no name).
 CONSUMER_FIELDS = frozenset(field.name for field in dataclasses.fields(nats.js.api.ConsumerConfig))
 MAX_LINE = 64 << 20  # bytes in one request line
@@ -250,6 +259,55 @@ def _name_checks() -> dict[str, Callable[[str], bool]]:
     return checks
 
 
+def has_websocket() -> bool:
+    """Whether the release has its WebSocket transport (ws:// and wss:// URLs) and aiohttp, which
+    that transport needs, is there."""
+    try:
+        transport = importlib.import_module("nats.aio.transport")
+        importlib.import_module("aiohttp")
+    except ImportError:
+        return False
+    return hasattr(transport, "WebSocketTransport")
+
+
+def transport_capabilities() -> list[str]:
+    """The transports' capabilities this release has (TLS with a context: every release)."""
+    found = ["tls"] if "tls" in CONNECT_PARAMETERS else []
+    if found and "tls_handshake_first" in CONNECT_PARAMETERS:
+        found.append("tls_first")
+    if has_websocket():
+        found.append("websocket")
+    return found
+
+
+SCHEME_NEEDS = {"nats": (), "tls": ("tls",), "ws": ("websocket",), "wss": ("websocket", "tls")}
+
+
+def transport_kwargs(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """connect()'s arguments for the URL's scheme and the transport options; Unsupported for
+    what this release cannot do (never another transport in its place)."""
+    scheme = url.partition("://")[0]
+    if scheme not in SCHEME_NEEDS:
+        raise Invalid(f"a URL with the scheme {scheme!r}")
+    have = transport_capabilities()
+    for needed in SCHEME_NEEDS[scheme]:
+        if needed not in have:
+            raise Unsupported(f"nats-py {importlib.metadata.version('nats-py')} lacks {needed}")
+    if options.get("ws_compression", False):
+        raise Unsupported("nats-py has no option to offer permessage-deflate")
+    kwargs: dict[str, Any] = {}
+    ca_file = arg(options, "tls_ca_file", str) if "tls_ca_file" in options else None
+    if ca_file is not None:
+        if "tls" not in have:
+            raise Unsupported("nats-py lacks connect(tls=)")
+        kwargs["tls"] = ssl.create_default_context(cafile=ca_file)
+    if options.get("tls_first", False):
+        if "tls_first" not in have:
+            raise Unsupported("nats-py lacks connect(tls_handshake_first=)")
+        kwargs["tls_handshake_first"] = True
+    return kwargs
+
+
 class Driver:
     def __init__(self) -> None:
         self.nc: Client | None = None
@@ -338,6 +396,7 @@ class Driver:
             except ImportError:
                 continue
             found.append(capability)
+        found += transport_capabilities()
         return found
 
     async def connect(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -345,6 +404,7 @@ class Driver:
         options = arg(request, "options", dict)
         if self.nc is not None and not self.nc.is_closed:
             raise Invalid("already connected: close first")
+        transport = transport_kwargs(url, options)
         for switch in ("headers", "no_responders"):
             if options.get(switch) is False:
                 raise Unsupported(f"nats-py has no option to turn {switch} off")
@@ -371,6 +431,7 @@ class Driver:
             kwargs["reconnect_time_wait"] = 0
         if "timeout_ms" in options:
             kwargs["connect_timeout"] = options["timeout_ms"] / 1000
+        kwargs.update(transport)
         self.nc, self.subs = None, {}
         self.nc = await nats.connect(**kwargs)
         return {}

@@ -8,7 +8,11 @@
 // The same source builds against every release of the series, the pinned
 // module (module mode) and Debian's golang-github-nats-io-go-nats-dev 1.22.1
 // (GOPATH mode); what differs between releases is chosen by build tags that
-// tags.sh reads from the release's source (decode_*.go, subjects_*.go).
+// tags.sh reads from the release's source (decode_*.go, subjects_*.go,
+// tlsfirst_*.go, websocket_*.go).
+// Transports through nats.go's own options: tls:// (and wss://) with
+// nats.RootCAs(tls_ca_file), tls_first with nats.TLSHandshakeFirst(), ws://
+// and wss:// URLs, ws_compression with nats.Compression(true).
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -48,11 +53,19 @@ var sharedCapabilities = []string{
 }
 
 // capabilities adds to sharedCapabilities what only some releases have, as
-// the build tags found it in the release (see tags.sh).
+// the build tags found it in the release (see tags.sh). TLS with a CA file
+// (RootCAs) is in every release of the series.
 func capabilities() []string {
 	caps := append([]string{}, sharedCapabilities...)
 	if publishSubjectCheck != nil { // 1.48.0
 		caps = append(caps, "validate_subject")
+	}
+	caps = append(caps, "tls")
+	if tlsFirstOption != nil {
+		caps = append(caps, "tls_first")
+	}
+	if compressionOption != nil {
+		caps = append(caps, "websocket", "websocket_compression")
 	}
 	return caps
 }
@@ -132,6 +145,9 @@ type connectOptions struct {
 	Token        *string  `json:"token"`
 	TimeoutMs    *float64 `json:"timeout_ms"`
 	Reconnect    *bool    `json:"reconnect"`
+	TLSCAFile    *string  `json:"tls_ca_file"`
+	TLSFirst     *bool    `json:"tls_first"`
+	WSCompressed *bool    `json:"ws_compression"`
 }
 
 // request holds the arguments of every command; each uses its own subset.
@@ -313,6 +329,9 @@ func (d *driver) connect(req *request) (map[string]any, error) {
 			opts.Timeout = millis(*o.TimeoutMs)
 		}
 	}
+	if err := setTransport(&opts, req.URL, req.Options); err != nil {
+		return nil, err
+	}
 	d.dropConnection()
 	conn := &connection{closed: make(chan struct{})}
 	var once sync.Once
@@ -337,6 +356,50 @@ func (d *driver) connect(req *request) (map[string]any, error) {
 	conn.nc = nc
 	d.conn = conn
 	return map[string]any{}, nil
+}
+
+// setTransport applies the transport the URL's scheme and the options ask
+// for through nats.go's own options; unsupported where the release lacks one
+// (never another transport in its place).
+func setTransport(opts *nats.Options, raw string, o *connectOptions) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fail("invalid", "url: %v", err)
+	}
+	switch u.Scheme {
+	case "nats", "tls":
+	case "ws", "wss":
+		if compressionOption == nil {
+			return fail("unsupported", "nats.go %s has no WebSocket transport", nats.Version)
+		}
+	default:
+		return fail("invalid", "a URL with the scheme %q", u.Scheme)
+	}
+	if o == nil {
+		return nil
+	}
+	var apply []nats.Option
+	if o.TLSCAFile != nil {
+		apply = append(apply, nats.RootCAs(*o.TLSCAFile))
+	}
+	if o.TLSFirst != nil && *o.TLSFirst {
+		if tlsFirstOption == nil {
+			return fail("unsupported", "nats.go %s has no TLSHandshakeFirst", nats.Version)
+		}
+		apply = append(apply, tlsFirstOption())
+	}
+	if o.WSCompressed != nil && *o.WSCompressed {
+		if compressionOption == nil {
+			return fail("unsupported", "nats.go %s has no Compression option", nats.Version)
+		}
+		apply = append(apply, compressionOption(true))
+	}
+	for _, option := range apply {
+		if err := option(opts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // dropConnection closes a previous connection before a new connect.
