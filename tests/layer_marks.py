@@ -64,6 +64,7 @@ NEEDS: dict[str, str] = {
     "test_driver_deadlines.py::fake": "integration",
     "test_driver_releases.py::built": "integration",
     "test_drivers.py": "integration",
+    "test_driver_transports.py": "integration",
     "test_fake_server.py::client_runs": "integration",
     "test_interop.py::build_problems": "integration",
     "test_interop.py::server_url": "integration",
