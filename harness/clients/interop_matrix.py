@@ -127,7 +127,7 @@ class Endpoint:
     over the transport its case asks for (again when that changes)."""
 
     spec: str
-    url: str  # the server over plain TCP
+    url: str  # the server's URL; connected to over plain TCP where no ``reach`` is given
     name: str = ""
     version: str = "unknown"
     problem: str | None = None  # why this client's pairs get error rows
@@ -159,9 +159,11 @@ class Endpoint:
         current = self.drivers.get(role)
         if current is not None:
             if self._alive(current, role):
-                current.events(timeout=0)  # leftovers of earlier scenarios
                 if self.connected.get(role) != transport:
+                    # Not every driver replaces a connection on connect (nats-py refuses).
+                    current.call("close", drain=False)
                     self._connect(current, role, transport)
+                current.events(timeout=0)  # leftovers of earlier scenarios and connections
                 return current
             current.close()
             del self.drivers[role]
