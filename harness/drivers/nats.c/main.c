@@ -36,12 +36,16 @@
  * ...SetToken, ...DisableNoResponders), the header API and its internal
  * parser and encoder, nats_IsSubjectValid, JetStream and key-value
  * (natsConnection_JetStream, js_CreateKeyValue; libnats has no object store),
- * and natsConnection_FlushTimeout, which sends PING and waits for the PONG. */
+ * natsConnection_FlushTimeout, which sends PING and waits for the PONG, and TLS
+ * after INFO (natsOptions_SetSecure, natsOptions_LoadCATrustedCertificates).
+ * Debian's 3.4.1 has no TLS-first handshake (natsOptions_TLSHandshakeFirst is
+ * not in its nats.h) and no WebSocket transport: tls_first, ws:// and wss://
+ * are unsupported. */
 static const char *CAPABILITIES[] = {
     "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
     "verbose", "pedantic", "echo", "user_password", "token", "validate_subject",
     "decode_headers", "encode_headers", "headers_op", "jetstream", "kv", "flush_roundtrip",
-    NULL};
+    "tls", NULL};
 #define LIBRARY "nats.c"
 
 /*
@@ -654,9 +658,10 @@ static json_t *cmd_hello(json_t *req, json_t **err)
  * headers=false (libnats has no switch to turn headers off) are refused. */
 static json_t *apply_options(natsOptions *opts, json_t *o)
 {
-    static const char *known[] = {"name",          "verbose", "pedantic", "echo",
-                                  "headers",       "user",    "pass",     "token",
-                                  "no_responders", "timeout_ms", "reconnect", NULL};
+    static const char *known[] = {"name",          "verbose",    "pedantic",  "echo",
+                                  "headers",       "user",       "pass",      "token",
+                                  "no_responders", "timeout_ms", "reconnect", "tls_ca_file",
+                                  "tls_first",     "ws_compression", NULL};
     const char *key;
     json_t *val;
     json_object_foreach(o, key, val)
@@ -717,6 +722,34 @@ static json_t *apply_options(natsOptions *opts, json_t *o)
         return err;
     if ((s = natsOptions_SetAllowReconnect(opts, b)) != NATS_OK)
         return err_lib(s);
+    if ((err = arg_str(o, "tls_ca_file", true, &str)) != NULL)
+        return err;
+    if (str != NULL && (s = natsOptions_LoadCATrustedCertificates(opts, str)) != NATS_OK)
+        return err_lib(s);
+    if ((err = arg_bool(o, "tls_first", false, &b)) != NULL)
+        return err;
+    if (b)
+        return err_drv("unsupported",
+                       "libnats %s has no TLS-first handshake (no natsOptions_TLSHandshakeFirst)",
+                       nats_GetVersion());
+    if ((err = arg_bool(o, "ws_compression", false, &b)) != NULL)
+        return err;
+    if (b)
+        return err_drv("unsupported", "libnats has no WebSocket transport");
+    return NULL;
+}
+
+/* The transport the URL's scheme names: nats:// as it is, tls:// through
+ * natsOptions_SetSecure (TLS after INFO, refused by the library when the
+ * server offers none); ws:// and wss:// are refused, since libnats would dial
+ * them as plain NATS over TCP. */
+static json_t *apply_scheme(natsOptions *opts, const char *url)
+{
+    if (strncmp(url, "ws://", 5) == 0 || strncmp(url, "wss://", 6) == 0)
+        return err_drv("unsupported", "libnats has no WebSocket transport");
+    natsStatus s;
+    if (strncmp(url, "tls://", 6) == 0 && (s = natsOptions_SetSecure(opts, true)) != NATS_OK)
+        return err_lib(s);
     return NULL;
 }
 
@@ -752,7 +785,9 @@ static json_t *cmd_connect(json_t *req, json_t **err)
         *err = err_lib(s);
     else {
         json_t *given = (o == NULL || json_is_null(o)) ? json_object() : json_incref(o);
-        *err = apply_options(opts, given);
+        *err = apply_scheme(opts, url);
+        if (*err == NULL)
+            *err = apply_options(opts, given);
         json_decref(given);
     }
     if (*err == NULL) {

@@ -21,6 +21,8 @@ function internal(pkg, file) {
 const jsutil = internal("@nats-io/jetstream", "jsutil.js");
 const kv = internal("@nats-io/kv", "kv.js");
 const objectstore = internal("@nats-io/obj", "objectstore.js");
+// The node transport's TLS-first handshake: its tlsFirst method.
+const { NodeTransport } = internal("@nats-io/transport-node", "lib/node_transport.js");
 
 // Error classes by protocol error type; RequestError is classified by its cause. The library
 // raises the Invalid* ones in its own checks, before writing anything: `refused`.
@@ -58,6 +60,10 @@ runDriver({
     }
   },
   match: { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase },
+  tlsFirst: typeof NodeTransport.prototype.tlsFirst === "function",
+  // wsconnect (re-exported from @nats-io/nats-core) over the platform's global WebSocket, where
+  // Node.js has one (20.x: with --experimental-websocket, which the run script passes).
+  wsconnect: typeof nats.wsconnect === "function" && typeof globalThis.WebSocket === "function" ? nats.wsconnect : null,
   // From the line's sibling packages the driver loads: @nats-io/jetstream, kv and obj.
   capabilities: ["jetstream", "kv", "object_store"],
   // jetstream_create/delete: jetstreamManager, Kvm and Objm; the server's API error is a

@@ -15,13 +15,14 @@ console.log = console.info = console.debug = console.error;
 
 const PROTOCOL = "nats-conformance-driver/2";
 // What every release of both lines supports through this driver: the connect options below,
-// MsgHdrs with its parser and encoder, and flush(), which sends PING and resolves on the PONG.
+// MsgHdrs with its parser and encoder, flush(), which sends PING and resolves on the PONG, and
+// TLS after INFO with the node transport's `tls: {caFile}`.
 // headers_op and validate_name are declared where the loaded release has their API (lib.match,
 // lib.names); each driver.js adds what only its line or release has (lib.capabilities).
 const CAPABILITIES = [
   "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
   "verbose", "pedantic", "echo", "user_password", "token",
-  "decode_headers", "encode_headers", "flush_roundtrip",
+  "decode_headers", "encode_headers", "flush_roundtrip", "tls",
 ];
 // The capability each jetstream_create/delete kind needs.
 const JETSTREAM_KINDS = {
@@ -30,7 +31,7 @@ const JETSTREAM_KINDS = {
 // The connect options of the protocol; anything else is refused rather than ignored.
 const CONNECT_OPTIONS = new Set([
   "name", "verbose", "pedantic", "echo", "headers", "no_responders",
-  "user", "pass", "token", "timeout_ms", "reconnect",
+  "user", "pass", "token", "timeout_ms", "reconnect", "tls_ca_file", "tls_first", "ws_compression",
 ]);
 
 // An error the driver itself raises (bad arguments, no connection), as opposed to the library's.
@@ -122,6 +123,9 @@ function withTimeout(promise, ms, what) {
  *   match: {sensitive, insensitive}: the library's Match values for headers_op, or null when
  *     the release has no Match (its MsgHdrs then matches one way only: not declared),
  *   capabilities: what the line has beyond CAPABILITIES (e.g. jetstream),
+ *   tlsFirst: whether the release's node transport has the TLS-first handshake
+ *     (`tls: {handshakeFirst}`; an older release ignores the field, so it is never passed there),
+ *   wsconnect: the line's WebSocket connect over the platform's WebSocket, or null,
  * }
  */
 function runDriver(lib) {
@@ -133,6 +137,8 @@ function runDriver(lib) {
     ...(lib.match ? ["headers_op"] : []),
     ...(Object.keys(lib.names).length > 0 ? ["validate_name"] : []),
     ...lib.capabilities,
+    ...(lib.tlsFirst ? ["tls_first"] : []),
+    ...(lib.wsconnect ? ["websocket", "websocket_compression"] : []),
   ];
 
   // jetstream_create/delete of a kind whose API the release lacks answers unsupported: the
@@ -180,6 +186,47 @@ function runDriver(lib) {
       throw new DriverError("connection", "not connected");
     }
     return nc;
+  }
+
+  // The library's connect for the URL's transport, and the options that make it: the node
+  // transport for nats:// and tls:// (TLS required, verified against tls_ca_file, TLS first
+  // where asked), wsconnect for ws:// and wss://. Both lines take any scheme in `servers` and
+  // strip it, so the scheme is never left to decide.
+  function transport(url, options, opts) {
+    const websocket = /^wss?:\/\//.test(url);
+    if (!websocket) {
+      if (options.ws_compression === true) {
+        throw new DriverError("unsupported", "ws_compression asks for a WebSocket URL");
+      }
+      if (options.tls_first === true && !lib.tlsFirst) {
+        throw new DriverError("unsupported", `${lib.library} ${lib.version} has no TLS-first handshake`);
+      }
+      if (url.startsWith("tls://") || options.tls_ca_file || options.tls_first === true) {
+        opts.tls = {};
+        if (options.tls_ca_file) {
+          opts.tls.caFile = options.tls_ca_file;
+        }
+        if (options.tls_first === true) {
+          opts.tls.handshakeFirst = true;
+        }
+      }
+      return lib.connect;
+    }
+    if (!lib.wsconnect) {
+      throw new DriverError("unsupported", `${lib.library} ${lib.version} has no WebSocket transport on Node.js`);
+    }
+    if (options.tls_first === true) {
+      throw new DriverError("unsupported", `${lib.library} has no TLS-first handshake on a WebSocket`);
+    }
+    if (options.tls_ca_file) {
+      // wsconnect refuses `tls` options, and the platform's WebSocket takes no CA file.
+      throw new DriverError("unsupported", `${lib.library}'s wsconnect cannot verify a server against a CA file`);
+    }
+    if (options.ws_compression !== true) {
+      // Node.js's WebSocket (undici) offers permessage-deflate on every connection.
+      throw new DriverError("unsupported", "the platform's WebSocket always offers permessage-deflate");
+    }
+    return lib.wsconnect;
   }
 
   function connectOptions(url, options) {
@@ -239,12 +286,19 @@ function runDriver(lib) {
       const url = arg(req, "url", "string");
       const options = arg(req, "options", "object", true) || {};
       const opts = connectOptions(url, options);
+      const connect = transport(url, options, opts);
       if (nc && !nc.isClosed()) {
         await nc.close();
       }
       nc = null;
       subs.clear();
-      nc = await lib.connect(opts);
+      try {
+        nc = await connect(opts);
+      } catch (err) {
+        // The platform's own errors (a TLS certificate that does not verify, a socket error)
+        // reach the driver unwrapped: failing to connect is a connection error.
+        throw classify(err) === "other" ? new DriverError("connection", err.message) : err;
+      }
       watch(nc).catch((err) => process.stderr.write(`status watch: ${err}\n`));
       return {};
     },

@@ -26,6 +26,8 @@ const objectStore = internal("objectstore");
 // js.views (2.3.0), through which the driver creates buckets: 2.2.0 has kv's Bucket but no views.
 const { JetStreamClientImpl } = internal("jsclient");
 const views = Boolean(JetStreamClientImpl && "views" in JetStreamClientImpl.prototype);
+// The node transport's TLS-first handshake (2.22.0 has it, 2.18.0 not): its tlsFirst method.
+const { NodeTransport } = require("nats/lib/src/node_transport");
 
 // NatsError codes (nats.ErrorCode) by protocol error type: the ones the library raises in its
 // own checks, before writing anything, are `refused`.
@@ -76,6 +78,9 @@ runDriver({
   },
   // Match (2.1.0): 2.0.0's MsgHdrs has only a `mime` flag.
   match: nats.Match ? { sensitive: nats.Match.Exact, insensitive: nats.Match.IgnoreCase } : null,
+  tlsFirst: typeof NodeTransport.prototype.tlsFirst === "function",
+  // The v2 line's node transport has no WebSocket (that is the separate nats.ws package).
+  wsconnect: null,
   // nc.jetstreamManager() and nc.jetstream() (2.0.0), and its views js.views.kv (2.3.0) and
   // js.views.os (2.8.0, with the object store) where the release has them.
   capabilities: [

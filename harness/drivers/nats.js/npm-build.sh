@@ -31,8 +31,15 @@ cd "$out"
 npm install --no-audit --no-fund --save-exact $specs >&2
 
 node=$(command -v node)
+# Node.js's own WebSocket, which nats.js v3's wsconnect needs as a global: built in from 22,
+# behind --experimental-websocket in 20 (from 20.10); no flag where neither.
+flags=""
+if ! "$node" -e 'process.exit(typeof WebSocket === "function" ? 0 : 1)' &&
+    "$node" --experimental-websocket -e '' 2>/dev/null; then
+    flags="--experimental-websocket"
+fi
 cat > run <<RUN
 #!/bin/sh
-exec "$node" "$out/driver.js" "\$@"
+exec "$node" $flags "$out/driver.js" "\$@"
 RUN
 chmod +x run

@@ -40,7 +40,11 @@ const PROTOCOL: &str = "nats-conformance-driver/2";
 /// async-nats has no release series here: the crate features jetstream, kv and object-store
 /// exist from 0.46.0 (before, that API was always built in), so an older release fails to
 /// resolve in cargo (a build error) rather than being judged without the API.
-const CAPABILITIES: [&str; 14] = [
+/// Transports: TLS after INFO for a tls:// URL (ConnectOptions::add_root_certificates with the CA
+/// file, require_tls), TLS first (ConnectOptions::tls_first), ws:// and wss:// URLs (the crate
+/// feature `websockets`, through tokio-websockets, which has no permessage-deflate: no
+/// websocket_compression).
+const CAPABILITIES: [&str; 17] = [
     "headers",
     "no_responders",
     "queue_groups",
@@ -55,6 +59,9 @@ const CAPABILITIES: [&str; 14] = [
     "jetstream",
     "kv",
     "object_store",
+    "tls",
+    "tls_first",
+    "websocket",
 ];
 const LIBRARY: &str = "async-nats";
 // Set by build.sh from Cargo.lock and `rustc --version`; the crate keeps its own VERSION private.
@@ -353,6 +360,39 @@ fn require_fixed(options: &Value, key: &str, fixed: bool) -> Result<(), Failure>
     }
 }
 
+/// The transport options: the CA file the server is verified against, TLS required for a tls://
+/// URL, the TLS-first handshake (on TCP only: the crate's WebSocket path would ignore it), and
+/// no compression (tokio-websockets offers no permessage-deflate).
+fn transport_options(
+    mut opts: ConnectOptions,
+    url: &str,
+    options: &Value,
+) -> Result<ConnectOptions, Failure> {
+    let websocket = url.starts_with("ws://") || url.starts_with("wss://");
+    if let Some(ca) = opt_str(options, "tls_ca_file")? {
+        opts = opts.add_root_certificates(ca.into());
+    }
+    if url.starts_with("tls://") {
+        opts = opts.require_tls(true);
+    }
+    if opt_bool(options, "tls_first")? == Some(true) {
+        if websocket {
+            return Err(fail(
+                "unsupported",
+                "async-nats has no TLS-first handshake on a WebSocket",
+            ));
+        }
+        opts = opts.tls_first();
+    }
+    if opt_bool(options, "ws_compression")? == Some(true) {
+        return Err(fail(
+            "unsupported",
+            "async-nats's WebSocket (tokio-websockets) offers no permessage-deflate",
+        ));
+    }
+    Ok(opts)
+}
+
 fn connect_error(err: async_nats::ConnectError) -> Failure {
     let kind = match err.kind() {
         ConnectErrorKind::ServerParse => "refused", // the crate could not parse the URL
@@ -423,7 +463,7 @@ impl Driver {
             Some(o @ Value::Object(_)) => o,
             Some(_) => return Err(fail("invalid", "`options` must be an object")),
         };
-        const KNOWN: [&str; 11] = [
+        const KNOWN: [&str; 14] = [
             "name",
             "verbose",
             "pedantic",
@@ -435,6 +475,9 @@ impl Driver {
             "token",
             "timeout_ms",
             "reconnect",
+            "tls_ca_file",
+            "tls_first",
+            "ws_compression",
         ];
         if let Some(key) = options
             .as_object()
@@ -483,6 +526,7 @@ impl Driver {
         if let Some(ms) = opt_u64(options, "timeout_ms")? {
             opts = opts.connection_timeout(Duration::from_millis(ms));
         }
+        opts = transport_options(opts, url, options)?;
 
         // A new connect replaces the previous connection; its events are no longer reported.
         self.drop_connection().await;

@@ -24,11 +24,17 @@ import io.nats.client.support.Status;
 
 import java.io.BufferedReader;
 import java.io.FileDescriptor;
+import java.io.FileInputStream;
 import java.io.FileOutputStream;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.security.GeneralSecurityException;
+import java.security.KeyStore;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.util.Base64;
 import java.util.HashMap;
@@ -40,6 +46,8 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.function.Consumer;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
 
 /**
  * nats-conformance-driver/2 for io.nats:jnats: one JSON request per stdin line, one response per
@@ -58,13 +66,16 @@ public final class Driver implements ErrorListener, ConnectionListener {
      * ObjectStore (Connection.jetStream(), keyValue(), objectStore()), and flush(), which sends
      * PING and waits for the PONG. jnats has no release series here: every release this driver
      * compiles against has all of them (2.20.0 checked); an older one fails to compile (2.17.0
-     * has no Options.Builder.useTimeoutException), so no missing API is ever called.
+     * has no Options.Builder.useTimeoutException), so no missing API is ever called. Transports:
+     * TLS after INFO with Options.Builder.sslContext (a tls:// URL; the context trusts the CA file),
+     * TLS first with Options.Builder.tlsFirst(), ws:// and wss:// URLs (SocketDataPort's WebSocket);
+     * its WebSocket offers no permessage-deflate, so ws_compression is unsupported.
      */
     private static final List<String> CAPABILITIES = List.of(
         "headers", "no_responders", "queue_groups", "request", "unsubscribe_max", "drain",
         "verbose", "pedantic", "echo", "user_password", "token",
         "validate_subject", "validate_name", "decode_headers", "encode_headers", "headers_op",
-        "jetstream", "kv", "object_store", "flush_roundtrip");
+        "jetstream", "kv", "object_store", "flush_roundtrip", "tls", "tls_first", "websocket");
     private static final ObjectMapper JSON =
         new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
@@ -281,6 +292,20 @@ public final class Driver implements ErrorListener, ConnectionListener {
         }
         if (options.hasNonNull("timeout_ms")) {
             builder.connectionTimeout(Duration.ofMillis(options.get("timeout_ms").asLong()));
+        }
+        boolean websocket = url.startsWith("ws://") || url.startsWith("wss://");
+        if (options.hasNonNull("tls_ca_file")) {
+            builder.sslContext(trusting(options.get("tls_ca_file").asText()));
+        }
+        if (options.path("tls_first").asBoolean(false)) {
+            if (websocket) {
+                // jnats's WebSocket path never makes the TLS-first handshake: it would be ignored.
+                throw new Failure("unsupported", "jnats has no TLS-first handshake on a WebSocket");
+            }
+            builder.tlsFirst();
+        }
+        if (options.path("ws_compression").asBoolean(false)) {
+            throw new Failure("unsupported", "jnats's WebSocket offers no permessage-deflate");
         }
         closeQuietly(); // a second connect replaces the first connection
         subscriptions.clear();
@@ -639,6 +664,26 @@ public final class Driver implements ErrorListener, ConnectionListener {
             throw new Failure("connection", "not connected");
         }
         return connection;
+    }
+
+    /** An SSLContext that trusts the certificates of a PEM file (the JDK's CertificateFactory). */
+    private static SSLContext trusting(String caFile) throws Failure {
+        try (InputStream in = new FileInputStream(caFile)) {
+            KeyStore store = KeyStore.getInstance(KeyStore.getDefaultType());
+            store.load(null, null);
+            int index = 0;
+            for (Certificate certificate : CertificateFactory.getInstance("X.509").generateCertificates(in)) {
+                store.setCertificateEntry("ca" + index++, certificate);
+            }
+            TrustManagerFactory trust =
+                TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+            trust.init(store);
+            SSLContext context = SSLContext.getInstance("TLS");
+            context.init(null, trust.getTrustManagers(), null);
+            return context;
+        } catch (IOException | GeneralSecurityException e) {
+            throw new Failure("invalid", "tls_ca_file " + caFile + ": " + text(e));
+        }
     }
 
     private static String string(JsonNode request, String field) throws Failure {
