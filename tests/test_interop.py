@@ -594,6 +594,9 @@ class CrashingTarget:
     def lacks(self, capability: str) -> str | None:
         return None  # a protocol-1 driver: it does not say
 
+    def lacks_transport(self, transport: str) -> str | None:
+        return None
+
     def close(self) -> None:
         for process in self.started:
             process.close()
