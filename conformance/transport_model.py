@@ -38,7 +38,7 @@ from typing import Any
 
 from .server import ServerModel
 
-# The transports (harness.runtime.streams.TRANSPORTS) whose server has a tls map on the client
+# The transports (conformance.transports.TRANSPORTS) whose server has a tls map on the client
 # port, and those whose listener is a WebSocket one.
 TLS_AFTER_INFO = "tls"
 TLS_FIRST = "tls-first"

@@ -31,6 +31,7 @@ from . import (
     subjects,
     wire_script,
 )
+from .transports import ROW
 
 # Re-exported: the vector API stays in one place for its users.
 from .vector_values import (
@@ -364,9 +365,6 @@ def load_all(paths: Iterable[Path]) -> LoadResult:
             result.cases.append(case)
     result.problems.extend(alias_problems(result.cases))
     return result
-
-
-ROW = "@"  # a row's id is <case id>, or <case id>@<path> for a case that reaches by paths
 
 
 def _former_ids(case: Case) -> Iterator[tuple[str, str, str]]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import headers, protocol, server
 from .transport_model import TLS_AFTER_INFO, TLS_FIRST, WEBSOCKET, TransportModel, Upgraded
+from .transports import DEFAULT_TRANSPORT
 from .vector_values import (
     BytesError,
     Mismatch,
@@ -21,7 +22,6 @@ from .vector_values import (
 )
 
 DEFAULT_CONNECTION = "main"
-DEFAULT_TRANSPORT = "tcp"
 # Operations a server may send at any time (keep-alive, async INFO): left out of what an
 # exchange compares unless its connection keeps them.
 UNSOLICITED = ("INFO", "PING")

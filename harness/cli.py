@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..conformance import vectors
+from ..conformance.transports import TRANSPORTS
 from .commands import DEFAULT_REPORT, DEFAULT_SERVER
 from .gate import SHIPPED_BASELINE
 from .results import LEVELS, suite_version, vectors_version
-from .runtime.streams import TRANSPORTS, parse_transports
+from .runtime.streams import parse_transports
 
 # Each command's module is imported when that command runs, not before: `vectors check` and
 # `--help` load neither the harness's two wings nor the report pipeline.

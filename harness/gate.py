@@ -47,6 +47,7 @@ from typing import Any, Protocol, TypeVar
 
 import jsonschema
 
+from ..conformance.transports import DEFAULT_TRANSPORT, transport_of
 from ..conformance.vectors import Case, Renames, bundled_renames, json_depth
 from ..conformance.verdicts import ROBUSTNESS
 from .implementations import implementation, spec_version
@@ -140,10 +141,24 @@ class Baseline:
 
     def entry(self, target: str, version: str, case_id: str) -> Entry | None:
         """The baseline's entry for the case (or row: a former id reads as the current one) at
-        that implementation and version (None: not listed)."""
+        that implementation and version (None: not listed). A row over another transport than
+        tcp that has no entry of its own takes its tcp row's (``inherited``)."""
         versions = self.expected.get(implementation(target), {})
         cases = versions.get(version, versions.get(ANY_VERSION, {}))
-        return cases.get(self.renames.current(case_id))
+        own = cases.get(self.renames.current(case_id))
+        if own is not None:
+            return own
+        base, transport = transport_of(case_id)
+        return None if transport == DEFAULT_TRANSPORT else cases.get(self.renames.current(base))
+
+    def inherited(self, target: str, version: str, case_id: str) -> bool:
+        """Whether the row's entry is its tcp row's: the same deviation seen over another
+        transport is the implementation's, listed once (a transport's own failure, one its tcp
+        row does not share, gets an entry of its own)."""
+        versions = self.expected.get(implementation(target), {})
+        cases = versions.get(version, versions.get(ANY_VERSION, {}))
+        listed = self.renames.current(case_id) in cases
+        return not listed and self.entry(target, version, case_id) is not None
 
     def upstream(self, target: str, version: str, case_id: str) -> str | None:
         """The URL of the implementation's bug report the entry names, if any."""
@@ -161,7 +176,11 @@ class Baseline:
             return Verdict.EXPECTED if entry is not None else Verdict.UNEXPECTED
         if row.outcome == "pass" and entry is not None:
             # A known nondeterministic behaviour (class flaky) may pass: that is not stale.
-            return Verdict.FLAKY if entry["class"] == "flaky" else Verdict.STALE
+            if entry["class"] == "flaky":
+                return Verdict.FLAKY
+            # A transport that passes where tcp fails leaves the tcp entry as it is.
+            inherited = self.inherited(row.target, row.target_version, row.case_id)
+            return Verdict.OK if inherited else Verdict.STALE
         return Verdict.OK
 
     def updated(
@@ -195,6 +214,7 @@ class Baseline:
             }
             for key, entries in failing.items()
         }
+        fresh = {key: _without_inherited(entries) for key, entries in fresh.items()}
         kept = {
             (i, v): cases for i, versions in self.expected.items() for v, cases in versions.items()
         }
@@ -209,6 +229,16 @@ class Baseline:
     def save(self, path: Path) -> None:
         """Write the baseline: one line per entry, sorted, so a diff shows what changed."""
         path.write_text(_dumps(self.expected), encoding="utf-8")
+
+
+def _without_inherited(entries: dict[str, Entry]) -> dict[str, Entry]:
+    """``entries`` without the rows over another transport whose entry is their tcp row's
+    (the tcp entry covers them: ``Baseline.entry``)."""
+    return {
+        case_id: entry
+        for case_id, entry in entries.items()
+        if (base := transport_of(case_id))[1] == DEFAULT_TRANSPORT or entries.get(base[0]) != entry
+    }
 
 
 def entry_words(entry: Entry) -> str:

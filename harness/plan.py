@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from ..conformance import streaming_client, streaming_server_session
+from ..conformance.transports import TRANSPORTS
 from ..conformance.vectors import Case
 from .clients import interop_cases, streaming_clients
 from .clients.interop_matrix import DEFAULT_SERVER, InteropSuite
@@ -16,7 +17,6 @@ from .clients.library import LibrarySuite
 from .clients.stan_client_checks import StanClientSuite
 from .clients.streaming_bridge import PythonClientSuite
 from .clients.streaming_clients import StreamingClientSuite
-from .runtime.streams import TRANSPORTS
 from .servers.kinds import parse_spec
 from .servers.runner import ServerSuite
 from .servers.streaming_checks import StanServerSuite

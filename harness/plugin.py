@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..conformance.transports import TRANSPORTS
 from ..conformance.vectors import (
     BUNDLED_DIR,
     Case,
@@ -56,7 +57,7 @@ from .results import (
     read_rows,
     run_id,
 )
-from .runtime.streams import TRANSPORTS, parse_transports
+from .runtime.streams import parse_transports
 
 if TYPE_CHECKING:  # the server- and client-side modules load only when the plugin is used
     from .results import RunContext

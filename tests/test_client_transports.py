@@ -16,6 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nats_conformance.conformance import protocol, vectors
+from nats_conformance.conformance.transports import (
+    DEFAULT_TRANSPORT,
+    TLS_TRANSPORTS,
+    TRANSPORTS,
+    row_id,
+    transport_of,
+)
 from nats_conformance.harness import plan
 from nats_conformance.harness.clients import client_vectors, fake_server
 from nats_conformance.harness.clients.client_specs import parse_client_spec
@@ -24,18 +31,9 @@ from nats_conformance.harness.clients.driver import TRANSPORT_CAPABILITIES, tran
 from nats_conformance.harness.clients.driver_session import Session, connected
 from nats_conformance.harness.clients.fake_server import FakeServer, msg_op
 from nats_conformance.harness.clients.library import LibrarySuite
-from nats_conformance.harness.clients.rows import transport_of
 from nats_conformance.harness.clients.scripts import KIND as SCRIPT
 from nats_conformance.harness.runtime.certs import run_certificates
-from nats_conformance.harness.runtime.streams import (
-    DEFAULT_TRANSPORT,
-    TLS_TRANSPORTS,
-    TRANSPORTS,
-    SocketStream,
-    Stream,
-    open_stream,
-)
-from nats_conformance.harness.servers.runner import row_id
+from nats_conformance.harness.runtime.streams import SocketStream, Stream, open_stream
 from nats_conformance.harness.suites import PlannedRow
 
 BUNDLED = vectors.load_all([vectors.BUNDLED_DIR]).cases

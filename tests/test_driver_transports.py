@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import trustme
 
+from nats_conformance.conformance.transports import TRANSPORTS
 from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
 from nats_conformance.harness.clients.driver import DriverProcess
 from nats_conformance.harness.clients.registry import LIBRARIES, ClientError
-from nats_conformance.harness.runtime.streams import TRANSPORTS
 from nats_conformance.harness.servers.kinds import open_target
 from nats_conformance.harness.servers.server_targets import ServerTarget
 from nats_conformance.harness.servers.specs import RunningServer

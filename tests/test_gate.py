@@ -11,8 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nats_conformance.conformance import vectors
+from nats_conformance.conformance.transports import DEFAULT_TRANSPORT, TRANSPORTS
 from nats_conformance.conformance.vectors import Source
 from nats_conformance.conformance.verdicts import ROBUSTNESS
 from nats_conformance.harness.console import FLAKY_MEANS, summary
@@ -133,6 +136,46 @@ def test_an_entry_of_class_flaky_accepts_either_outcome_and_keeps_its_class() ->
     # A run where the flaky case passed keeps it listed, with its class.
     updated = baseline.updated([replace(ROW, outcome="pass"), replace(ROW, case_id="c.2")])
     assert updated.expected["nats-server"]["2.15.1"] == {"c.1": FLAKY, "c.2": DEV}
+
+
+@given(
+    st.sampled_from([t for t in TRANSPORTS if t != DEFAULT_TRANSPORT]),
+    st.sampled_from(["c.1", "c.1@hmsg", "c.1@client"]),
+    st.sampled_from(["fail", "error", "pass"]),
+)
+def test_a_row_over_another_transport_takes_its_tcp_rows_entry(
+    transport: str, base: str, outcome: str
+) -> None:
+    baseline = Baseline({"nats-server": {"2.15.1": {base: DEV}}})
+    row = replace(ROW, case_id=f"{base}@{transport}", outcome=outcome)
+    assert baseline.entry(row.target, row.target_version, row.case_id) == DEV
+    assert baseline.inherited(row.target, row.target_version, row.case_id)
+    # The same deviation over another transport is expected; a transport that passes where tcp
+    # fails leaves the tcp entry as it is (not stale), the tcp row alone can make it stale.
+    expected = {"pass": Verdict.OK}.get(outcome, Verdict.EXPECTED)
+    assert baseline.verdict(row) is expected
+    assert baseline.verdict(replace(ROW, case_id=base, outcome="pass")) is Verdict.STALE
+    # Another case's row, or a transport's own failure, is not covered.
+    assert baseline.verdict(replace(row, case_id=f"c.2@{transport}", outcome="fail")) is (
+        Verdict.UNEXPECTED
+    )
+
+
+def test_an_update_lists_a_transports_failure_only_where_it_is_its_own() -> None:
+    rows = [
+        ROW,  # c.1 fails over tcp ...
+        replace(ROW, case_id="c.1@tls"),  # ... and over tls the same way: the tcp entry covers it
+        replace(ROW, case_id="c.1@ws", outcome="error"),  # another reason: an entry of its own
+        replace(ROW, case_id="c.2@wss"),  # fails over wss only: an entry of its own
+        replace(ROW, case_id="c.2", outcome="pass"),
+    ]
+    new = Baseline().updated(rows)
+    assert new.expected["nats-server"]["2.15.1"] == {
+        "c.1": DEV,
+        "c.1@ws": {"class": "deviation", "reason": "error"},
+        "c.2@wss": DEV,
+    }
+    assert all(new.verdict(row) is not Verdict.UNEXPECTED for row in rows)
 
 
 def test_an_update_classes_a_new_failure_as_a_deviation_from_the_statement_its_case_cites(

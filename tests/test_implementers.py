@@ -20,9 +20,9 @@ from pathlib import Path
 
 from source_tree import suite_source
 
+from nats_conformance.conformance.transports import TRANSPORTS
 from nats_conformance.conformance.vectors import bundled_cases
 from nats_conformance.harness.clients.client_vectors import planned_rows
-from nats_conformance.harness.runtime.streams import TRANSPORTS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "IMPLEMENTERS.md"

@@ -31,6 +31,7 @@ from nats_conformance.conformance.interop import (
     expected_receivers,
     judge_receiver,
 )
+from nats_conformance.conformance.transports import TRANSPORTS
 from nats_conformance.conformance.verdicts import settle
 from nats_conformance.harness.clients import interop_cases, interop_matrix, registry
 from nats_conformance.harness.clients.client_targets import open_client
@@ -46,7 +47,6 @@ from nats_conformance.harness.results import (
     details_path,
     read_rows,
 )
-from nats_conformance.harness.runtime.streams import TRANSPORTS
 from nats_conformance.harness.servers.kinds import open_target
 
 # Every library with a driver here; nats-py must build, the others skip with their build's error.

@@ -17,19 +17,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from nats_conformance.conformance.transports import TRANSPORTS, row_id
 from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
 from nats_conformance.harness.commands.targets import transports_text
 from nats_conformance.harness.gate import cited_statement
 from nats_conformance.harness.results import ResultRow, read_rows
 from nats_conformance.harness.runtime.certs import SERVER_NAMES, CertFiles, Certificates
-from nats_conformance.harness.runtime.streams import TRANSPORTS, parse_transports
+from nats_conformance.harness.runtime.streams import parse_transports
 from nats_conformance.harness.servers.config import TRANSPORT_GROUPS, config_text, listeners_text
 from nats_conformance.harness.servers.kinds import parse_spec, release_lacks
 from nats_conformance.harness.servers.runner import (
     GREETING_CASE,
     ServerSuite,
     lanes,
-    row_id,
     server_cases,
     transport_rows,
 )

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 import trustme
 
+from nats_conformance.conformance.transports import TRANSPORTS
 from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
 from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.results import ResultRow, ResultsWriter, RunContext, read_rows
-from nats_conformance.harness.runtime.streams import TRANSPORTS, HandshakeError, open_stream
+from nats_conformance.harness.runtime.streams import HandshakeError, open_stream
 from nats_conformance.harness.servers import runner
 from nats_conformance.harness.servers.binaries import DEBIAN_SERVER
 from nats_conformance.harness.servers.checks import check_case

@@ -25,8 +25,9 @@ path reaches gets one ``skip`` row that says so, so the gap shows in every repor
 Transport is a dimension of the run, as for servers: the paths through the fake server (``wire``)
 and the client scripts run over each transport of the run (``harness.runtime.streams``), the
 others (the library's own code, the JetStream API on a real server) over plain TCP only. A tcp
-row keeps its id; another transport's row is ``<row id>@<transport>`` (``rows.transport_of``).
-A transport whose capabilities the driver lacks gives skip rows without asking.
+row keeps its id; another transport's row is ``<row id>@<transport>``
+(``conformance.transports.row_id``). A transport whose capabilities the driver lacks gives skip
+rows without asking.
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
 reason (drivers also say it of single inputs their library cannot express), one it answers
@@ -47,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...conformance import headers, judge, protocol, vectors
 from ...conformance.judge import Judgement, Malformed, Rejected
+from ...conformance.transports import DEFAULT_TRANSPORT, row_id
 from ...conformance.verdicts import (
     CONFORMANCE,
     ROBUSTNESS,
@@ -54,8 +56,6 @@ from ...conformance.verdicts import (
     observation,
 )
 from ..results import CaseRef, Checked, Found
-from ..runtime.streams import DEFAULT_TRANSPORT
-from ..servers.runner import row_id
 from . import jetstream as client_jetstream
 from . import scripts as client_scripts
 from .driver import DriverError, DriverReply

@@ -12,8 +12,8 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager, suppre
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ...conformance import protocol
+from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.verdicts import CONFORMANCE
-from ..runtime.streams import DEFAULT_TRANSPORT
 from .driver import DriverError, DriverProcess, DriverReply, rule, transport_options
 from .fake_server import (
     FakeConnection,

@@ -10,7 +10,7 @@ bytes at a chosen moment (split into TCP segments at given offsets, with small p
 operations as they arrive (answer a request), close. What it sends comes from the reference
 encoder and the model, or is bytes the script wrote; there is no protocol logic here.
 
-It serves one transport (``harness.runtime.streams.TRANSPORTS``) through the streams the wire
+It serves one transport (``conformance.transports.TRANSPORTS``) through the streams the wire
 client uses, in the server's role (``accept_stream``): plain TCP; TLS after a plaintext INFO that
 says ``tls_required``; TLS before the INFO (TLS-first); WebSocket (binary messages), over TLS,
 and with permessage-deflate accepted when the client offers it. The certificate is the run's
@@ -35,12 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ...conformance import protocol, server, subjects
+from ...conformance.transports import DEFAULT_TRANSPORT, TLS_TRANSPORTS, TRANSPORTS
 from ..runtime.certs import run_certificates
 from ..runtime.limits import READ_LIMITS
 from ..runtime.streams import (
-    DEFAULT_TRANSPORT,
-    TLS_TRANSPORTS,
-    TRANSPORTS,
     URL_SCHEMES,
     HandshakeError,
     SocketStream,

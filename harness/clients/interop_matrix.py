@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
 
+from ...conformance.transports import DEFAULT_TRANSPORT, TRANSPORTS, row_id
 from ..gate import GATING_LEVEL, Baseline, attempts
 from ..results import (
     INTEROP_KIND,
@@ -39,10 +40,8 @@ from ..results import (
     ResultsWriter,
     RunContext,
 )
-from ..runtime.streams import DEFAULT_TRANSPORT, TRANSPORTS
 from ..servers.config import TRANSPORT_GROUPS
 from ..servers.kinds import open_target
-from ..servers.runner import row_id
 from ..servers.specs import RunningServer, TargetError
 from ..suites import Judged, OfCases, OnRow, PlannedRow, judged
 from .client_targets import ClientTarget, open_client

@@ -9,9 +9,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from ...conformance import vectors
+from ...conformance.transports import DEFAULT_TRANSPORT, transport_of
 from ..gate import Baseline
 from ..results import ResultsWriter, RunContext
-from ..runtime.streams import DEFAULT_TRANSPORT
 from ..suites import (
     Judged,
     OfCases,
@@ -24,7 +24,7 @@ from ..suites import (
 from .client_targets import open_client
 from .client_vectors import planned_rows, run_client_vectors
 from .registry import ClientError
-from .rows import rerun_by_vector, rerun_failures, transport_of, write_result
+from .rows import rerun_by_vector, rerun_failures, write_result
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 a gating failure, run again through a new run of its case over that transport
 (``harness.gate.attempts``).
 
-A row's id names its transport as a server row's does (``harness.servers.runner.row_id``): the
+A row's id names its transport as a server row's does (``conformance.transports.row_id``): the
 tcp row keeps its id (``<vector id>`` or ``<vector id>@<path>``), another transport's row adds
 ``@<transport>``; ``transport_of`` reads it back."""
 
@@ -14,10 +14,9 @@ from functools import partial
 from typing import Protocol
 
 from ...conformance import vectors
-from ...conformance.vectors import ROW
+from ...conformance.transports import ROW, transport_of
 from ..gate import GATING_LEVEL, attempts
 from ..results import Checked, Found, ResultRow, ResultsWriter, RunContext
-from ..runtime.streams import DEFAULT_TRANSPORT, TRANSPORTS
 
 
 class Named(Protocol):
@@ -33,14 +32,6 @@ def write_result(
     """Write one client row, with its requirement and transcript as details."""
     target = (client.name, "client", client.version)
     return ctx.record(writer, target, result.case, result.found, transport=result.transport)
-
-
-def transport_of(row_id: str) -> tuple[str, str]:
-    """The row id over plain TCP and the transport of a row id (``row_id``'s inverse)."""
-    head, at, last = row_id.rpartition(ROW)
-    if at and last in TRANSPORTS and last != DEFAULT_TRANSPORT:
-        return head, last
-    return row_id, DEFAULT_TRANSPORT
 
 
 # --- running a failing row again -----------------------------------------------------------------

@@ -27,11 +27,10 @@ from typing import Any
 from ...conformance import client_script, protocol, vectors
 from ...conformance.client_script import QUIET, WITHIN, Step
 from ...conformance.judge import steady
+from ...conformance.transports import DEFAULT_TRANSPORT, row_id
 from ...conformance.vector_values import Mismatch, decode_bytes, excerpt
 from ...conformance.verdicts import CONFORMANCE, observation
 from ..results import CaseRef, Checked, Found
-from ..runtime.streams import DEFAULT_TRANSPORT
-from ..servers.runner import row_id
 from .client_targets import ClientTarget
 from .driver import DriverError
 from .driver_session import (

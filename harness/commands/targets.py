@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ...conformance.transports import TRANSPORTS
 from ..clients import registry, streaming_bridge
 from ..runtime import builds
-from ..runtime.streams import TRANSPORTS
 from ..servers import stan as stan_server
 from ..servers.kinds import release_lacks
 from ..servers.server_targets import available_targets

@@ -37,13 +37,12 @@ from wsproto.events import (
 from wsproto.extensions import PerMessageDeflate
 from wsproto.utilities import LocalProtocolError, RemoteProtocolError
 
-# Every transport, in the order runs take them: plain TCP; TLS after the server's plaintext INFO;
-# TLS before anything is read (the server's ``handshake_first``); WebSocket, over TLS, and with
-# permessage-deflate offered.
-TRANSPORTS = ("tcp", "tls", "tls-first", "ws", "wss", "ws-deflate")
-DEFAULT_TRANSPORT = "tcp"
-TLS_TRANSPORTS = ("tls", "tls-first", "wss")  # those that verify a certificate
-WEBSOCKET_TRANSPORTS = ("ws", "wss", "ws-deflate")
+from ...conformance.transports import (
+    DEFAULT_TRANSPORT,
+    TRANSPORTS,
+    WEBSOCKET_TRANSPORTS,
+)
+
 # The scheme of a URL that names each transport (tls-first and ws-deflate are the options of a
 # tls:// and a ws:// connection).
 URL_SCHEMES = {"tcp": "nats", "tls": "tls", "tls-first": "tls", "ws": "ws", "wss": "wss",

@@ -13,9 +13,9 @@ import time
 from typing import Any
 
 from ...conformance import wire_script
+from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.vectors import Case
 from ...conformance.verdicts import ROBUSTNESS
-from ..runtime.streams import DEFAULT_TRANSPORT
 from . import jetstream_names
 from .specs import TargetError, WireTarget
 from .wire import ServerRun, run_wire_script

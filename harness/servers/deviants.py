@@ -48,8 +48,8 @@ from ...conformance.protocol import (
     Unsub,
     encode,
 )
+from ...conformance.transports import DEFAULT_TRANSPORT
 from ..runtime.limits import READ_LIMITS
-from ..runtime.streams import DEFAULT_TRANSPORT
 from .specs import RunningServer, TargetError, WireTarget
 
 LOCALHOST = "127.0.0.1"

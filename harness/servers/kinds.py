@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ...conformance.transports import DEFAULT_TRANSPORT, TLS_TRANSPORTS, WEBSOCKET_TRANSPORTS
 from ..implementations import SERVER_NAMINGS, Naming
 from ..runtime import containers
 from ..runtime.certs import run_certificates
 from ..runtime.containers import ContainerError
 from ..runtime.leftovers import cleanup_leftovers
 from ..runtime.state import DEFAULT_STATE_DIR
-from ..runtime.streams import DEFAULT_TRANSPORT, TLS_TRANSPORTS, WEBSOCKET_TRANSPORTS
 from . import binaries, described, deviants, launch, stan
 from .config import config_text, listeners_text
 from .launch import Launched

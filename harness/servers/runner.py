@@ -2,7 +2,7 @@
 gate; the server suite of a run (``harness.suites``).
 
 Transport is a dimension of the run: each wire case runs over each transport the run selects
-(``harness.runtime.streams.TRANSPORTS``). A plain TCP row keeps the case's id, so history and
+(``conformance.transports.TRANSPORTS``). A plain TCP row keeps the case's id, so history and
 baselines stay valid; another transport's row is ``<case id>@<transport>``, the ``@`` form every
 reader of row ids takes (selection, renames, the gate, the report). A transport the target lacks
 gives skip rows naming why.
@@ -19,11 +19,11 @@ from pathlib import Path
 
 from ...conformance import wire_script
 from ...conformance.streaming_server_session import KIND as STREAMING_SERVER
-from ...conformance.vectors import ROW, Case, LoadResult, load_all
+from ...conformance.transports import DEFAULT_TRANSPORT, row_id
+from ...conformance.vectors import Case, LoadResult, load_all
 from ...conformance.verdicts import ROBUSTNESS
 from ..gate import GATING_LEVEL, Baseline, attempts
 from ..results import CaseRef, Found, ResultsWriter, RunContext
-from ..runtime.streams import DEFAULT_TRANSPORT
 from ..suites import (
     Judged,
     OfCases,
@@ -62,12 +62,6 @@ def load_server_cases(paths: list[Path]) -> tuple[list[Case], LoadResult]:
 def ordered(cases: list[Case]) -> list[Case]:
     """``cases`` in the order a target is checked with them: the greeting case first."""
     return sorted(cases, key=lambda c: c.id != GREETING_CASE)
-
-
-def row_id(case_id: str, transport: str) -> str:
-    """The id of a case's row over ``transport``: the case id over plain TCP, else
-    ``<case id>@<transport>``."""
-    return case_id if transport == DEFAULT_TRANSPORT else f"{case_id}{ROW}{transport}"
 
 
 Pair = tuple[str, Case]  # a transport and a case: one row

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ...conformance.protocol import Direction, Info, Parser
+from ...conformance.transports import DEFAULT_TRANSPORT, TRANSPORTS
 from ..results import NAME_LIMIT, bounded
 from ..runtime import containers, processes
 from ..runtime.state import DEFAULT_STATE_DIR
-from ..runtime.streams import DEFAULT_TRANSPORT, TRANSPORTS, HandshakeError, Stream, open_stream
+from ..runtime.streams import HandshakeError, Stream, open_stream
 from . import binaries, tls
 from .config import TRANSPORT_GROUPS
 from .launch import Launched

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Self, runtime_checkable
 
+from ...conformance.transports import DEFAULT_TRANSPORT
 from ..runtime.state import LOCAL_HOSTS
-from ..runtime.streams import DEFAULT_TRANSPORT
 
 _PIN = re.compile(r"[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?")
-# A url: target's scheme -> the transport it names (harness.runtime.streams.TRANSPORTS).
+# A url: target's scheme -> the transport it names (conformance.transports.TRANSPORTS).
 URL_TRANSPORTS = {"nats": "tcp", "tls": "tls", "ws": "ws", "wss": "wss"}
 _VERIFIED_SCHEMES = ("tls", "wss")  # the schemes that take ?ca=FILE or ?insecure
 
@@ -56,7 +56,7 @@ class RunningServer:
     version: str
     log_path: Path | None
     tls: TlsOptions | None = None  # for the transports over TLS: the CA the server is checked by
-    transport: str = DEFAULT_TRANSPORT  # harness.runtime.streams.TRANSPORTS
+    transport: str = DEFAULT_TRANSPORT  # conformance.transports.TRANSPORTS
 
 
 @runtime_checkable

@@ -14,18 +14,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...conformance import protocol, vectors, wire_script
+from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from ...conformance.wire_script import ConnectionPlan
 from ..results import Found
 from ..runtime.limits import READ_LIMITS
-from ..runtime.streams import (
-    DEFAULT_TRANSPORT,
-    HandshakeError,
-    SocketStream,
-    Stream,
-    WebSocketStream,
-    open_stream,
-)
+from ..runtime.streams import HandshakeError, SocketStream, Stream, WebSocketStream, open_stream
 from ..runtime.transcripts import Direction, Transcript
 from . import tls
 
