@@ -29,7 +29,6 @@ from nats_conformance.harness.servers.kinds import parse_spec, release_lacks
 from nats_conformance.harness.servers.runner import (
     GREETING_CASE,
     ServerSuite,
-    lanes,
     server_cases,
     transport_rows,
 )
@@ -88,17 +87,6 @@ def test_every_wire_case_runs_over_each_transport_and_the_rest_over_tcp(
         block = [case.id for t, case in rows if t == transport]
         assert block[0] == GREETING_CASE
     assert [t for t, _ in rows] == sorted((t for t, _ in rows), key=transports.index)
-
-
-@given(st.lists(st.sampled_from(TRANSPORTS), min_size=1, unique=True))
-def test_lanes_split_the_rows_by_server_and_keep_their_order(chosen: list[str]) -> None:
-    pairs = transport_rows(SERVER_CASES, tuple(chosen))
-    split = lanes(pairs)
-    assert sorted(at for lane in split for at in lane) == list(range(len(pairs)))
-    groups = [{TRANSPORT_GROUPS[pairs[at][0]] for at in lane} for lane in split]
-    assert all(len(group) == 1 for group in groups)  # a lane never shares a server with another
-    assert len({next(iter(group)) for group in groups}) == len(split)
-    assert all(lane == sorted(lane) for lane in split)
 
 
 def test_a_suite_plans_every_transport_and_keeps_only_the_rows_asked_for() -> None:

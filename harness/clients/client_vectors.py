@@ -44,6 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...conformance import headers, judge, protocol, vectors
@@ -56,6 +57,7 @@ from ...conformance.verdicts import (
     observation,
 )
 from ..results import CaseRef, Checked, Found
+from ..runtime import lanes
 from . import jetstream as client_jetstream
 from . import scripts as client_scripts
 from .driver import DriverError, DriverReply
@@ -813,30 +815,44 @@ def _paths(kind: str, transport: str) -> tuple[ClientPath, ...]:
     return paths if transport == DEFAULT_TRANSPORT else tuple(p for p in paths if p.wire)
 
 
+# Transports a library runs over at once: each lane is a driver process and a fake server of its
+# own, and a driver's runtime (a JVM, Node.js) takes a core while it starts; more lanes than the
+# cores would put command deadlines at the mercy of the machine's load.
+CLIENT_LANES = 3
+
+
 def run_client_vectors(
     client: ClientTarget,
     cases: list[vectors.Case],
     transports: tuple[str, ...] = (DEFAULT_TRANSPORT,),
 ) -> Iterator[Checked]:
-    """Every client-role case through every path of its kind, over each of ``transports`` (one
-    after the other) as the path goes, as rows, each as soon as known (in the order of
-    ``planned_rows``)."""
+    """Every client-role case through every path of its kind, over each of ``transports``, as
+    rows in the order of ``planned_rows``, each as soon as it and every row before it are
+    known. The transports run side by side (``CLIENT_LANES`` at a time), each with its own
+    driver sessions and fake servers."""
     by_kind = _by_kind(cases)
-    for transport in transports:
-        for kind, kind_cases in by_kind.items():
-            if kind == client_scripts.KIND:
-                yield from client_scripts.run_scripts(client, kind_cases, transport)
-                continue
-            if transport == DEFAULT_TRANSPORT:
-                for case in _unreached(kind_cases, PATHS.get(kind, ())):
-                    reason = NOT_REACHED_REASONS.get(
-                        kind, f"no client path reaches this {kind} case yet"
-                    )
-                    yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
-                                  reason, 0.0)  # fmt: skip
-            for path in _paths(kind, transport):
-                cases_of = [c for c in kind_cases if path.applies(c)]
-                yield from _run_path(client, path, cases_of, transport)
+    work = [partial(_over_transport, client, by_kind, transport) for transport in transports]
+    return lanes.in_order(work, at_once=CLIENT_LANES)
+
+
+def _over_transport(
+    client: ClientTarget, by_kind: dict[str, list[vectors.Case]], transport: str
+) -> Iterator[Checked]:
+    """The rows of every case over one transport (a lane of ``run_client_vectors``)."""
+    for kind, kind_cases in by_kind.items():
+        if kind == client_scripts.KIND:
+            yield from client_scripts.run_scripts(client, kind_cases, transport)
+            continue
+        if transport == DEFAULT_TRANSPORT:
+            for case in _unreached(kind_cases, PATHS.get(kind, ())):
+                reason = NOT_REACHED_REASONS.get(
+                    kind, f"no client path reaches this {kind} case yet"
+                )
+                yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
+                              reason, 0.0)  # fmt: skip
+        for path in _paths(kind, transport):
+            cases_of = [c for c in kind_cases if path.applies(c)]
+            yield from _run_path(client, path, cases_of, transport)
 
 
 def planned_rows(

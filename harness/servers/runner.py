@@ -11,10 +11,10 @@ gives skip rows naming why.
 from __future__ import annotations
 
 import dataclasses
-import queue
 import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from ...conformance import wire_script
@@ -24,6 +24,7 @@ from ...conformance.vectors import Case, LoadResult, load_all
 from ...conformance.verdicts import ROBUSTNESS
 from ..gate import GATING_LEVEL, Baseline, attempts
 from ..results import CaseRef, Found, ResultsWriter, RunContext
+from ..runtime import lanes
 from ..suites import (
     Judged,
     OfCases,
@@ -89,17 +90,6 @@ def transport_rows(cases: list[Case], transports: tuple[str, ...]) -> list[Pair]
     ]
 
 
-def lanes(pairs: list[Pair]) -> list[list[int]]:
-    """The positions of ``pairs`` split by the server that serves them (one lane per transport
-    group of ``harness.servers.config.TRANSPORT_GROUPS``), each lane in the order given. Lanes
-    share no server, so they run side by side and a crash is charged to the case whose server
-    died."""
-    out: dict[str, list[int]] = {}
-    for at, (transport, _) in enumerate(pairs):
-        out.setdefault(TRANSPORT_GROUPS.get(transport, transport), []).append(at)
-    return list(out.values())
-
-
 def run_target(
     ctx: RunContext,
     target: WireTarget,
@@ -113,13 +103,13 @@ def run_target(
     rows: frozenset[str] = frozenset(),
 ) -> Iterator[Judged]:
     """Check every case against one target over each of ``transports`` (only the row ids
-    ``rows`` when given), writing the rows in a stable order: transport after transport, in
-    case order.
+    ``rows`` when given), writing each row as soon as it and every row before it are known:
+    transport after transport, in case order.
 
-    The transport groups run side by side, one thread each (``lanes``): over TLS and WebSocket a
-    server's run costs a few times its TCP run instead of once per transport. A row is written
-    (here, in the calling thread) as soon as it and every row before it are known, so an
-    interrupted run keeps a prefix of the rows and two runs write their rows in the same order.
+    The transports run side by side, one lane each (``harness.runtime.lanes``), except those
+    one server serves (``TRANSPORT_GROUPS``), which take turns: so a crash is charged to the
+    case whose server died, and a server's run over every transport costs a few times its TCP
+    run instead of once per transport.
 
     Over each transport the greeting case runs first. Once a case finds that the server does not
     greet with INFO, that case fails and every later one over that transport is an ``error``
@@ -132,53 +122,36 @@ def run_target(
     pairs = [
         (t, c) for t, c in transport_rows(cases, transports) if not rows or row_id(c.id, t) in rows
     ]
-    done: queue.Queue[tuple[int, Found, bool] | BaseException] = queue.Queue()
-    stop = threading.Event()
+    turns = {group: threading.Lock() for group in TRANSPORT_GROUPS.values()}
 
-    def lane(positions: list[int]) -> None:
-        broken: dict[str, str] = {}  # transport -> why its server's greeting is broken
-        try:
-            for at in positions:
-                if stop.is_set():
-                    return
-                transport, case = pairs[at]
-                flaky = False
-                if transport in broken:
-                    found = Found("error", f"not run: {broken[transport]}", 0.0)
-                else:
-                    gating = case.level == GATING_LEVEL
-                    unlisted = gating and not baseline.lists(
-                        target.name, version, row_id(case.id, transport)
-                    )
-                    found, flaky, greeting = _attempted(
-                        case, target, transport, reruns, unlisted=unlisted
-                    )
-                    if greeting:
-                        broken[transport] = f"the target's greeting is broken ({found.message})"
-                done.put((at, found, flaky))
-        except BaseException as exc:  # handed to the calling thread, which raises it
-            done.put(exc)
+    def lane(transport: str) -> Iterator[tuple[str, Case, Found, bool]]:
+        with turns.get(TRANSPORT_GROUPS.get(transport, ""), threading.Lock()):
+            broken = ""  # why this transport's server greeting is broken
+            for over, case in pairs:
+                if over != transport:
+                    continue
+                if broken:
+                    yield transport, case, Found("error", f"not run: {broken}", 0.0), False
+                    continue
+                unlisted = case.level == GATING_LEVEL and not baseline.lists(
+                    target.name, version, row_id(case.id, transport)
+                )
+                found, flaky, greeting = _attempted(
+                    case, target, transport, reruns, unlisted=unlisted
+                )
+                if greeting:
+                    broken = f"the target's greeting is broken ({found.message})"
+                yield transport, case, found, flaky
 
-    threads = [threading.Thread(target=lane, args=(work,), daemon=True) for work in lanes(pairs)]
-    for thread in threads:
-        thread.start()
-    known: dict[int, tuple[Found, bool]] = {}
+    used = [t for t in transports if any(over == t for over, _ in pairs)]
     target_id = (target.name, target.kind, version)
+    work = [partial(lane, transport) for transport in used]
     try:
-        for at, (transport, case) in enumerate(pairs):
-            while at not in known:
-                item = done.get()
-                if isinstance(item, BaseException):
-                    raise item
-                known[item[0]] = item[1:]
-            found, flaky = known.pop(at)
+        for transport, case, found, flaky in lanes.in_order(work):
             ref = dataclasses.replace(CaseRef.of(case), case_id=row_id(case.id, transport))
             row = ctx.record(writer, target_id, ref, found, transport=transport)
             yield judged(row, flaky, baseline, on_result)
     finally:
-        stop.set()  # an interrupted run: each lane ends after its case in flight
-        for thread in threads:
-            thread.join()
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
 
 
