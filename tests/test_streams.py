@@ -27,7 +27,12 @@ from wsproto.events import (
     TextMessage,
 )
 
-from nats_conformance.harness.runtime.streams import HandshakeError, WebSocketStream, open_stream
+from nats_conformance.harness.runtime.streams import (
+    HandshakeError,
+    Stream,
+    WebSocketStream,
+    open_stream,
+)
 from nats_conformance.harness.servers.specs import RunningServer, TlsOptions
 from nats_conformance.harness.servers.wire import run_wire_script
 
@@ -145,22 +150,29 @@ def test_a_text_frame_is_passed_on_with_a_note_and_a_ping_is_answered(
     assert [p.payload for p in pongs] == [b"p"]  # type: ignore[attr-defined]
 
 
-def test_what_the_client_sends_goes_in_binary_messages(server: Callable[..., WsServer]) -> None:
+def _messages_sent(
+    server: Callable[..., WsServer], wanted: type[Event], send: Callable[[Stream], None]
+) -> list[tuple[type, object]]:
+    """The messages a WebSocket server got from the client stream that ``send`` wrote on,
+    read until one of type ``wanted`` came."""
     got: list[Event] = []
 
     def serve(conn: socket.socket, ws: WSConnection) -> None:
-        got.extend(_events(conn, ws, BytesMessage))
+        got.extend(_events(conn, ws, wanted))
         conn.sendall(ws.send(CloseConnection(code=1000)))
 
     one = server(serve)
     stream = open_stream("ws", "127.0.0.1", one.port, timeout=2)
-    stream.send(b"PING\r\n", timeout=2)
+    send(stream)
     assert _read_all(stream) == b""
     stream.close()
     one.thread.join(3)
-    assert [(type(e), e.data) for e in got if isinstance(e, BytesMessage | TextMessage)] == [
-        (BytesMessage, b"PING\r\n")
-    ]
+    return [(type(e), e.data) for e in got if isinstance(e, BytesMessage | TextMessage)]
+
+
+def test_what_the_client_sends_goes_in_binary_messages(server: Callable[..., WsServer]) -> None:
+    sent = _messages_sent(server, BytesMessage, lambda s: s.send(b"PING\r\n", timeout=2))
+    assert sent == [(BytesMessage, b"PING\r\n")]
 
 
 @settings(max_examples=20, deadline=None)
@@ -229,22 +241,11 @@ def test_tls_transports_need_a_context(server: Callable[..., WsServer]) -> None:
 def test_a_text_send_goes_in_one_text_message_and_a_byte_stream_has_none(
     server: Callable[..., WsServer],
 ) -> None:
-    got: list[Event] = []
+    def send(stream: Stream) -> None:
+        stream.limit_frames(2)  # a text send is one message whatever the frame limit
+        stream.send(b"PING\r\n", timeout=2, text=True)
 
-    def serve(conn: socket.socket, ws: WSConnection) -> None:
-        got.extend(_events(conn, ws, TextMessage))
-        conn.sendall(ws.send(CloseConnection(code=1000)))
-
-    one = server(serve)
-    stream = open_stream("ws", "127.0.0.1", one.port, timeout=2)
-    stream.limit_frames(2)  # a text send is one message whatever the frame limit
-    stream.send(b"PING\r\n", timeout=2, text=True)
-    assert _read_all(stream) == b""
-    stream.close()
-    one.thread.join(3)
-    assert [(type(e), e.data) for e in got if isinstance(e, BytesMessage | TextMessage)] == [
-        (TextMessage, "PING\r\n")
-    ]
+    assert _messages_sent(server, TextMessage, send) == [(TextMessage, "PING\r\n")]
     listener = socket.create_server(("127.0.0.1", 0))
     try:  # a tls-first stream opened without its handshake: plain bytes, no frames
         plain = open_stream("tls-first", "127.0.0.1", listener.getsockname()[1], timeout=1,
