@@ -31,11 +31,12 @@ LACKS: dict[str, set[str]] = {
     # (tls_first): 1.31.0.
     f"client:nats.go=={OLDEST_NATS_GO}": {"validate_subject", "tls_first"},
     f"client:nats.go=={NATS_GO[-1]}": set(),
-    # Match (headers_op): 2.1.0; js.views.kv: 2.3.0; the object store: 2.8.0.
-    "client:nats.js==2.0.0": {"headers_op", "kv", "object_store"},
+    # Match (headers_op): 2.1.0; js.views.kv: 2.3.0; the object store: 2.8.0; NodeTransport's
+    # tlsFirst (tls_first): 2.22.0.
+    "client:nats.js==2.0.0": {"headers_op", "kv", "object_store", "tls_first"},
     # kv's Bucket is there, but not js.views, through which the driver creates a bucket.
-    "client:nats.js==2.2.0": {"kv", "object_store"},
-    f"client:nats.js=={NATS_JS[0]}": set(),
+    "client:nats.js==2.2.0": {"kv", "object_store", "tls_first"},
+    f"client:nats.js=={NATS_JS[0]}": {"tls_first"},
     f"client:nats.js=={NATS_JS[-1]}": set(),
 }
 NEWEST = {"nats.go": f"client:nats.go=={NATS_GO[-1]}", "nats.js": f"client:nats.js=={NATS_JS[-1]}"}
