@@ -139,26 +139,28 @@ class Baseline:
             )
         return cls(expected, renames)
 
-    def entry(self, target: str, version: str, case_id: str) -> Entry | None:
-        """The baseline's entry for the case (or row: a former id reads as the current one) at
-        that implementation and version (None: not listed). A row over another transport than
-        tcp that has no entry of its own takes its tcp row's (``inherited``)."""
+    def _own(self, target: str, version: str, case_id: str) -> Entry | None:
+        """The entry listed under the row's own id (a former id reads as the current one)."""
         versions = self.expected.get(implementation(target), {})
         cases = versions.get(version, versions.get(ANY_VERSION, {}))
-        own = cases.get(self.renames.current(case_id))
-        if own is not None:
-            return own
+        return cases.get(self.renames.current(case_id))
+
+    def entry(self, target: str, version: str, case_id: str) -> Entry | None:
+        """The baseline's entry for the case (or row) at that implementation and version (None:
+        not listed). A row over another transport than tcp that has no entry of its own takes
+        its tcp row's (``inherited``)."""
+        own = self._own(target, version, case_id)
         base, transport = transport_of(case_id)
-        return None if transport == DEFAULT_TRANSPORT else cases.get(self.renames.current(base))
+        if own is not None or transport == DEFAULT_TRANSPORT:
+            return own
+        return self._own(target, version, base)
 
     def inherited(self, target: str, version: str, case_id: str) -> bool:
         """Whether the row's entry is its tcp row's: the same deviation seen over another
         transport is the implementation's, listed once (a transport's own failure, one its tcp
         row does not share, gets an entry of its own)."""
-        versions = self.expected.get(implementation(target), {})
-        cases = versions.get(version, versions.get(ANY_VERSION, {}))
-        listed = self.renames.current(case_id) in cases
-        return not listed and self.entry(target, version, case_id) is not None
+        own = self._own(target, version, case_id)
+        return own is None and self.entry(target, version, case_id) is not None
 
     def upstream(self, target: str, version: str, case_id: str) -> str | None:
         """The URL of the implementation's bug report the entry names, if any."""

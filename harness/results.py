@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from ..conformance import vectors
+from ..conformance.transports import transport_of
 from ..conformance.vectors import Source
 from ..conformance.verdicts import (
     CATEGORIES,
@@ -255,12 +256,15 @@ class CaseRef:
 
 @dataclass(frozen=True)
 class Checked:
-    """A case and what checking it found, over which transport: what a suite that runs several
-    cases hands back."""
+    """A case and what checking it found: what a suite that runs several cases hands back."""
 
     case: CaseRef
     found: Found
-    transport: str = LATER_KEYS["transport"]
+
+    @property
+    def transport(self) -> str:
+        """The transport its row went over, as the row's id names it."""
+        return transport_of(self.case.case_id)[1]
 
 
 @dataclass(frozen=True)

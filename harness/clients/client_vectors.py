@@ -758,7 +758,7 @@ def _result(
     shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
     found = Found(outcome, message, round(ms, 3), shown, observed, category)
     rid = row_id(f"{case.id}@{spec.suffix}", transport)
-    return Checked(CaseRef(rid, spec.level, case.source, description, case.group), found, transport)
+    return Checked(CaseRef(rid, spec.level, case.source, description, case.group), found)
 
 
 def _run_case(

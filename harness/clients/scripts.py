@@ -66,7 +66,7 @@ def run_scripts(
     lacking = client.lacks_transport(transport)
     if lacking is not None:
         for case in cases:
-            yield Checked(_ref(case, transport), Found("skip", lacking, 0.0), transport)
+            yield Checked(_ref(case, transport), Found("skip", lacking, 0.0))
         return
     with FakeServer(transport=transport) as spare, Session(client, transport) as s:
         builtins = {"spare_address": f"127.0.0.1:{spare.port}"}
@@ -109,7 +109,7 @@ def run_script(
     steps = observation([steady(note) for note in [*notes, *ended]])
     ms = round((time.monotonic() - started) * 1000, 3)
     found = Found(outcome, message, ms, shown, steps, category)
-    return Checked(_ref(case, s.transport), found, s.transport)
+    return Checked(_ref(case, s.transport), found)
 
 
 def _ref(case: vectors.Case, transport: str) -> CaseRef:

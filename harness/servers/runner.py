@@ -125,7 +125,7 @@ def run_target(
     turns = {group: threading.Lock() for group in TRANSPORT_GROUPS.values()}
 
     def lane(transport: str) -> Iterator[tuple[str, Case, Found, bool]]:
-        with turns.get(TRANSPORT_GROUPS.get(transport, ""), threading.Lock()):
+        with turns[TRANSPORT_GROUPS[transport]]:
             broken = ""  # why this transport's server greeting is broken
             for over, case in pairs:
                 if over != transport:
