@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .server import ServerModel
+from .transports import WEBSOCKET_TRANSPORTS
 
 # The transports (conformance.transports.TRANSPORTS) whose server has a tls map on the client
-# port, and those whose listener is a WebSocket one.
+# port.
 TLS_AFTER_INFO = "tls"
 TLS_FIRST = "tls-first"
-WEBSOCKET = ("ws", "wss", "ws-deflate")
 DEFLATE_OFFERED = "ws-deflate"  # the transport whose client offers permessage-deflate
 PERMESSAGE_DEFLATE = "permessage-deflate"
 # tls.txt: "TLS handshake timeout in fractional seconds. Default set to 2 seconds."
@@ -99,7 +99,7 @@ class Listener:
             timeout=float(tls_map.get("timeout", DEFAULT_TLS_TIMEOUT)),
             verify=bool(tls_map.get("verify", False)),
             available=bool(config.get("allow_non_tls", False)),
-            websocket=transport in WEBSOCKET,
+            websocket=transport in WEBSOCKET_TRANSPORTS,
             compression=bool(dict(config.get("websocket") or {}).get("compression", True)),
         )
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import headers, protocol, server
-from .transport_model import TLS_AFTER_INFO, TLS_FIRST, WEBSOCKET, TransportModel, Upgraded
-from .transports import DEFAULT_TRANSPORT
+from .transport_model import TLS_AFTER_INFO, TLS_FIRST, TransportModel, Upgraded
+from .transports import DEFAULT_TRANSPORT, WEBSOCKET_TRANSPORTS
 from .vector_values import (
     BytesError,
     Mismatch,
@@ -350,7 +350,7 @@ def evaluate(wire: dict[str, Any]) -> None:
 _LISTENER_KEYS = {
     "tls": (TLS_AFTER_INFO, TLS_FIRST),
     "allow_non_tls": (TLS_AFTER_INFO,),
-    "websocket": WEBSOCKET,
+    "websocket": WEBSOCKET_TRANSPORTS,
 }
 
 

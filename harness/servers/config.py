@@ -5,11 +5,11 @@ case about its transport gives)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ...conformance.transport_model import fallback_delay
 from ..runtime.certs import CertFiles
 from .specs import TargetError
 
@@ -26,7 +26,6 @@ _WEBSOCKET = ['  host: "127.0.0.1"', "  port: -1"]
 # writes them; ``config_text`` leaves them to it.
 LISTENER_KEYS = ("tls", "allow_non_tls", "websocket")
 _TLS_SETTINGS = ("handshake_first", "timeout", "verify")
-_HANDSHAKE_FIRST = re.compile(r"auto|[0-9]+(\.[0-9]+)?(ms|s)")
 
 # vector key -> nats-server configuration name
 _LIMIT_KEYS = {"max_payload": "max_payload", "max_control_line": "max_control_line",
@@ -142,8 +141,10 @@ def _tls_settings(config: Mapping[str, Any], group: str, made: CertFiles) -> lis
     lines = []
     if group == "tls-first":
         first = tls.get("handshake_first", True)
-        if first is not True and not (isinstance(first, str) and _HANDSHAKE_FIRST.fullmatch(first)):
-            raise TargetError(f"handshake_first is true, auto or a duration, not {first!r}")
+        try:
+            fallback_delay(first)  # the reference's reading of true, auto or a delay
+        except ValueError as exc:
+            raise TargetError(str(exc)) from None
         lines.append(f"handshake_first: {'true' if first is True else _quoted(first)}")
     elif "handshake_first" in tls:
         raise TargetError("handshake_first configures the tls-first transport's server only")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...conformance import protocol, vectors, wire_script
+from ...conformance.transport_model import TLS_AFTER_INFO, TLS_FIRST
 from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from ...conformance.wire_script import ConnectionPlan
@@ -40,7 +41,7 @@ PROBE = protocol.encode(protocol.Ping())
 CASE_SECONDS = 30.0
 _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
 # The transports whose server waits for a TLS handshake (after its INFO, or before it).
-TLS_WAITERS = ("tls", "tls-first")
+TLS_WAITERS = (TLS_AFTER_INFO, TLS_FIRST)
 
 
 class WireConnection:
