@@ -13,7 +13,7 @@ needs no code there. Pure, like the rest of the reference.
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -299,9 +299,18 @@ def _validity(result: dict[str, Any]) -> bool:
     return bool(result["valid"])
 
 
-KINDS: dict[str, Kind] = {
-    kind.name: kind
-    for kind in (
+def by_name(kinds: Iterable[Kind]) -> dict[str, Kind]:
+    """The kinds by name: one entry per kind, a name declared twice is an error."""
+    table: dict[str, Kind] = {}
+    for kind in kinds:
+        if kind.name in table:
+            raise ValueError(f"the kind {kind.name} is declared twice")
+        table[kind.name] = kind
+    return table
+
+
+KINDS: dict[str, Kind] = by_name(
+    (
         Kind("protocol.parse", _eval_protocol_parse),
         Kind("protocol.encode", _eval_protocol_encode),
         Kind("protocol.session", _eval_nothing),
@@ -344,4 +353,4 @@ KINDS: dict[str, Kind] = {
         Kind(streaming_client.KIND, _eval_streaming_client),
         Kind(streaming_server_session.KIND, _eval_streaming_server),
     )
-}  # fmt: skip
+)  # fmt: skip
