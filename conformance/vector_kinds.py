@@ -6,8 +6,8 @@ A kind is one entry here, one ``if``/``then`` block and one name in the ``kind``
 schemas/vector.schema.json (one file, readable with a JSON parser alone) and one row of the
 Kinds table in vectors/README.md (tests/test_vector_kinds.py holds the four to each other).
 The paths through a server (the fake server's wire, a real server's JetStream API) are the
-harness's (harness/clients/client_vectors.py ``PATHS``); the one path a ``LibraryCall`` declares
-needs no code there. Pure, like the rest of the reference.
+harness's (harness/clients/client_vectors.py ``SERVER_PATHS``); the path a ``LibraryCall``
+declares needs no code there. Pure, like the rest of the reference.
 """
 
 from __future__ import annotations
