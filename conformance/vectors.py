@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import accumulate
@@ -19,19 +19,9 @@ from typing import Any
 
 import jsonschema
 
-from . import (
-    client_script,
-    headers,
-    interop,
-    names,
-    protocol,
-    streaming_client,
-    streaming_messages,
-    streaming_server_session,
-    subjects,
-    wire_script,
-)
+from . import wire_script
 from .transports import ROW
+from .vector_kinds import KINDS
 
 # Re-exported: the vector API stays in one place for its users.
 from .vector_values import (
@@ -449,212 +439,6 @@ def bundled_renames() -> Renames:
     return renames(bundled_cases())
 
 
-# --- evaluation -------------------------------------------------------------------------------
-
-
-def _expect_equal(field_name: str, expected: Any, actual: Any) -> None:
-    if expected != actual:
-        raise Mismatch(field_name, f"expected {expected!r}, reference gives {actual!r}")
-
-
-def _eval_protocol_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    parser = protocol.Parser(
-        protocol.Direction(inp["direction"]),
-        limits=protocol.Limits(**inp.get("limits", {})),
-        headers=inp.get("headers", True),
-        pedantic=inp.get("pedantic", False),
-    )
-    events = parser.feed(decode_bytes(inp["bytes"], "input.bytes"))
-    expected = [_expected_event(e, f"expect.events[{i}]") for i, e in enumerate(exp["events"])]
-    actual = [protocol.event_fields(e) for e in events]
-    for i in range(max(len(expected), len(actual))):
-        want = expected[i] if i < len(expected) else None
-        got = actual[i] if i < len(actual) else None
-        _expect_equal(f"expect.events[{i}]", want, got)
-    _expect_equal("expect.incomplete", exp.get("incomplete", False), parser.incomplete)
-
-
-def _expected_event(event: dict[str, Any], path: str) -> dict[str, Any]:
-    """Normalise an expected event so it compares with ``protocol.event_fields`` output."""
-    if "error" in event:
-        err = event["error"]
-        return {"error": {"reason": err["reason"], "err": err.get("err"), "closes": err["closes"]}}
-    return protocol.op_fields(protocol.op_from_fields(op_pattern(event, path)))
-
-
-def _eval_protocol_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    op = protocol.op_from_fields(op_pattern(inp["op"], "input.op"))
-    _expect_encoding(exp, "bytes", protocol.encode(op))
-
-
-def _expect_encoding(exp: dict[str, Any], field_name: str, result: Any) -> None:
-    """An encoder's result (bytes, or an error value with a reason) against bytes or an error."""
-    if "error" in exp:
-        got = result if isinstance(result, bytes) else result.reason
-        _expect_equal("expect.error", exp["error"], got)
-    else:
-        got = result if isinstance(result, bytes) else f"error: {result.reason}"
-        path = f"expect.{field_name}"
-        _expect_equal(path, decode_bytes(exp[field_name], path), got)
-
-
-def _eval_headers_parse(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    result = headers.parse_block(decode_bytes(inp["block"], "input.block"))
-    if "error" in exp:
-        got = result.reason if isinstance(result, headers.HeaderError) else f"parsed: {result}"
-        _expect_equal("expect.error", exp["error"], got)
-        return
-    if isinstance(result, headers.HeaderError):
-        raise Mismatch(
-            "expect",
-            f"expected a header block, reference rejects it: {result.reason} ({result.detail})",
-        )
-    _expect_equal("expect.status", exp.get("status"), result.status)
-    _expect_equal("expect.description", exp.get("description"), result.description)
-    _expect_equal(
-        "expect.headers",
-        [list(p) for p in exp.get("headers", [])],
-        [list(p) for p in result.fields],
-    )
-
-
-def _eval_headers_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    block = headers.HeaderBlock(
-        status=inp.get("status"),
-        description=inp.get("description"),
-        fields=tuple((k, v) for k, v in inp["headers"]),
-    )
-    _expect_encoding(exp, "block", headers.encode_block(block))
-
-
-def _eval_headers_op(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    h = headers.Headers((k, v) for k, v in inp["headers"])
-    sensitive = inp["case"] == "sensitive"
-    op, key = inp["op"], inp["key"]
-    if op == "get":
-        _expect_equal("expect.value", exp.get("value"), h.get(key, case_sensitive=sensitive))
-        return
-    if op == "values":
-        _expect_equal("expect.values", exp.get("values"), h.values(key, case_sensitive=sensitive))
-        return
-    if op == "delete":
-        h.delete(key, case_sensitive=sensitive)
-    else:
-        if "value" not in inp:
-            raise Mismatch("input.value", f"the {op} operation needs a value")
-        getattr(h, op)(key, inp["value"], case_sensitive=sensitive)
-    _expect_equal(
-        "expect.headers", [list(p) for p in exp.get("headers", [])], [list(p) for p in h.items()]
-    )
-
-
-def _eval_subject_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    _expect_equal("expect.valid", exp["valid"], subjects.is_valid(inp["subject"], inp["use"]))
-
-
-def _eval_subject_tokens(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    _expect_equal("expect.tokens", exp["tokens"], subjects.tokens(inp["subject"]))
-
-
-def _eval_subject_match(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    _expect_equal(
-        "expect.matches", exp["matches"], subjects.matches(inp["pattern"], inp["subject"])
-    )
-
-
-def _eval_name_validate(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    got = names.validate(
-        inp["production"],
-        inp["name"],
-        platform=inp.get("platform", "unix"),
-        internal=inp.get("internal", False),
-    )
-    _expect_equal("expect.valid", exp["valid"], got)
-
-
-def _eval_streaming_encode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    msg = streaming_messages.from_json(inp["message"], inp["fields"], decode=decode_bytes)
-    _expect_equal(
-        "expect.bytes", decode_bytes(exp["bytes"], "expect.bytes"), streaming_messages.encode(msg)
-    )
-
-
-def _eval_streaming_decode(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    result = streaming_messages.decode(inp["message"], decode_bytes(inp["bytes"], "input.bytes"))
-    if "error" in exp:
-        got = (
-            result.reason
-            if isinstance(result, streaming_messages.DecodeError)
-            else f"decoded: {result}"
-        )
-        _expect_equal("expect.error", exp["error"], got)
-        return
-    want = streaming_messages.from_json(inp["message"], exp["fields"], decode=decode_bytes)
-    got = (
-        result
-        if not isinstance(result, streaming_messages.DecodeError)
-        else f"error: {result.reason}"
-    )
-    _expect_equal("expect.fields", want, got)
-
-
-def _eval_streaming_subject(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    if inp["rule"] == "discover":
-        prefix = inp.get("prefix", streaming_messages.DEFAULT_DISCOVER_PREFIX)
-        got = streaming_messages.discover_subject(inp["cluster_id"], prefix)
-    else:
-        got = streaming_messages.publish_subject(inp["prefix"], inp["subject"])
-    _expect_equal("expect.subject", exp["subject"], got)
-
-
-def _eval_client_script(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    client_script.evaluate(inp)
-
-
-def _eval_interop(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    """The expectation must be what the interop rules give for the input (and the capabilities
-    what it needs)."""
-    problems = interop.expected_problems(interop.parse({"input": inp, "expect": exp}))
-    if problems:
-        raise Mismatch(*problems[0])
-
-
-def _eval_streaming_client(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    problems = streaming_client.judge(inp, exp, streaming_client.simulate(inp))
-    if problems:
-        raise Mismatch("expect", "; ".join(problems))
-
-
-def _eval_streaming_server(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    if problem := streaming_server_session.evaluate(inp, exp):
-        raise Mismatch("expect", problem)
-
-
-def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
-    """protocol.session cases carry only a wire script, checked below."""
-
-
-EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
-    "protocol.parse": _eval_protocol_parse,
-    "protocol.encode": _eval_protocol_encode,
-    "protocol.session": _eval_nothing,
-    "headers.parse": _eval_headers_parse,
-    "headers.encode": _eval_headers_encode,
-    "headers.op": _eval_headers_op,
-    "subject.validate": _eval_subject_validate,
-    "subject.tokens": _eval_subject_tokens,
-    "subject.match": _eval_subject_match,
-    "name.validate": _eval_name_validate,
-    "streaming.encode": _eval_streaming_encode,
-    "streaming.decode": _eval_streaming_decode,
-    "streaming.subject": _eval_streaming_subject,
-    "client.script": _eval_client_script,
-    "interop": _eval_interop,
-    streaming_client.KIND: _eval_streaming_client,
-    streaming_server_session.KIND: _eval_streaming_server,
-}
-
-
 def normalise_whitespace(text: str) -> str:
     """Runs of whitespace as one space: how a quote is matched against its document."""
     return " ".join(text.split())
@@ -722,7 +506,7 @@ def evaluate(case: Case) -> Problem | None:
         return None
     try:
         if "reference" in case.roles or script:
-            EVALUATORS[case.kind](case.data["input"], case.data["expect"])
+            KINDS[case.kind].evaluate(case.data["input"], case.data["expect"])
         if "wire" in case.data:
             wire_script.evaluate(case.data["wire"])
     except Mismatch as exc:

@@ -6,7 +6,9 @@ by which the case reaches the library (the row id is ``<vector id>@<path>``):
 - ``decode``, ``encode``, ``op``: the library's own header parser, encoder and header API;
 - ``validate``: the library's own subject or name validation: what it answers is an observation
   (``info``) unless the quoted statement asks clients to validate (``judge.validator_level``);
-  what the documents constrain is what goes on the wire (the paths below);
+  what the documents constrain is what goes on the wire (the paths below). These paths ask one
+  driver command each; the kind declares it (``conformance.vector_kinds``: its ``LibraryCall``),
+  so they have no code of their own here;
 - ``hmsg`` (and ``hmsg-survives``): the fake server delivers the header block in an HMSG to a
   subscription of the library; for blocks the documents reject or leave open (status lines), a
   row of its own, at the case's level at most, says whether the connection lived on: closing it
@@ -50,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from ...conformance import headers, judge, protocol, vectors
 from ...conformance.judge import Judgement, Malformed, Rejected
 from ...conformance.transports import DEFAULT_TRANSPORT, row_id
+from ...conformance.vector_kinds import KINDS, LibraryCall, driver_block, status_line_limit
 from ...conformance.verdicts import (
     CONFORMANCE,
     ROBUSTNESS,
@@ -140,32 +143,37 @@ def _refusal(answer: DriverReply) -> Rejected:
     return Rejected(f"{answer.error_type}: {answer.error_message}")
 
 
-def _block_of(result: dict[str, Any]) -> headers.HeaderBlock:
-    pairs = tuple((name, value) for name, value in result.get("headers") or [])
-    return headers.HeaderBlock(result.get("status"), result.get("description"), pairs)
+# --- the library's own code, no connection: the path a kind's LibraryCall declares ------------
 
 
-# --- direct paths: the library's own code, no connection --------------------------------------
+def _asked(call: LibraryCall) -> ClientPath:
+    """The path ``call`` declares (conformance.vector_kinds): one driver command, no code of its
+    own here."""
+    return ClientPath(
+        call.path, call.command, call.how, partial(_ask, call),
+        limit=lambda case: call.limit(case.data["input"]),
+        rows=partial(_validator_rows, call.path) if call.validator else None,
+    )  # fmt: skip
 
 
-def _decode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    block = vectors.decode_bytes(case.data["input"]["block"])
-    answer = r.s.call("decode_headers", block_b64=_b64(block))
-    got = _block_of(answer.result) if answer.ok else _refusal(answer)
-    yield "decode", judge.judge_header_block(case.data["expect"], got)
-
-
-def _encode(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    answer = r.s.call("encode_headers", headers=case.data["input"]["headers"])
-    got = base64.b64decode(answer.result["block_b64"]) if answer.ok else _refusal(answer)
-    yield "encode", judge.judge_encoded_block(case.data["expect"], got)
-
-
-def _encode_limit(case: vectors.Case) -> str | None:
+def _ask(call: LibraryCall, r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     inp = case.data["input"]
-    if inp.get("status") is not None or inp.get("description") is not None:
-        return "encode_headers takes header fields only, no status line"
-    return None
+    answer = r.s.call(call.command, **call.arguments(inp))
+    if answer.ok:
+        got = call.answer(answer.result)
+    elif call.refuses:
+        got = _refusal(answer)
+    else:
+        raise _trouble(answer)
+    yield call.path, call.judge(inp, case.data["expect"], got)
+
+
+def _validator_rows(path: str, case: vectors.Case) -> list[RowSpec]:
+    """The library's own validator: an observation unless the quote asks clients to validate."""
+    return [RowSpec(path, judge.validator_level(case.level, case.source.quote))]
+
+
+# --- end to end: the fake server and what went on the wire ------------------------------------
 
 
 def _hpub(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
@@ -204,52 +212,7 @@ def _hpub(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
 
 def _headers_only(case: vectors.Case) -> bool:
     """A publish gives a library header fields, never a status line."""
-    return _encode_limit(case) is None
-
-
-def _op(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    inp = case.data["input"]
-    answer = r.s.call(
-        "headers_op", headers=inp["headers"], case=inp["case"], op=inp["op"], key=inp["key"],
-        value=inp.get("value"),
-    )  # fmt: skip
-    got = answer.result if answer.ok else _refusal(answer)
-    yield "op", judge.judge_header_op(inp, case.data["expect"], got)
-
-
-def _validity(r: PathRun, case: vectors.Case, cmd: str, **args: str) -> Judgement:
-    """The library's own verdict on a subject or name (``cmd``), judged."""
-    answer = r.s.call(cmd, **args)
-    if not answer.ok:
-        raise _trouble(answer)
-    return judge.judge_valid(case.data["expect"], bool(answer.result["valid"]))
-
-
-def _validate_subject(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    inp = case.data["input"]
-    yield "validate", _validity(r, case, "validate_subject", subject=inp["subject"], use=inp["use"])
-
-
-def _subject_validate_limit(case: vectors.Case) -> str | None:
-    if case.data["input"]["use"] == "reply":
-        return "validate_subject takes publish and subscribe subjects; reply subjects are reached by the publish path"  # noqa: E501
-    return None
-
-
-def _validate_name(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
-    inp = case.data["input"]
-    production, name = inp["production"], inp["name"]
-    yield "validate", _validity(r, case, "validate_name", production=production, name=name)
-
-
-def _name_validate_limit(case: vectors.Case) -> str | None:
-    inp = case.data["input"]
-    if inp.get("platform", "unix") != "unix" or inp.get("internal", False):
-        return "validate_name has no platform or internal-use argument: Unix names only"
-    return None
-
-
-# --- end to end: the fake server and what went on the wire ------------------------------------
+    return status_line_limit(case.data["input"]) is None
 
 
 def _uncertain_block(case: vectors.Case) -> bool:
@@ -263,11 +226,6 @@ def _hmsg_rows(case: vectors.Case) -> list[RowSpec]:
     if _uncertain_block(case):
         rows.append(RowSpec("hmsg-survives", derived_level(case.level, "must")))
     return rows
-
-
-def _validate_rows(case: vectors.Case) -> list[RowSpec]:
-    """The library's own validator: an observation unless the quote asks clients to validate."""
-    return [RowSpec("validate", judge.validator_level(case.level, case.source.quote))]
 
 
 def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
@@ -304,12 +262,12 @@ def _hmsg(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
     delivered = next((e for e in received if _payload(e) != AFTER), None)
     got: headers.HeaderBlock | Rejected
     if delivered is not None:
-        got = _block_of(delivered)
+        got = driver_block(delivered)
     else:
         said = "; ".join(str(e.get("message")) for e in errors) or "no error reported"
         got = Rejected(f"not delivered ({said})")
     observed = {
-        "delivered": None if delivered is None else judge.view(_block_of(delivered)),
+        "delivered": None if delivered is None else judge.view(driver_block(delivered)),
         "errors": [_error_view(e) for e in errors],
         "connection": state,
     }
@@ -675,7 +633,7 @@ def _delivery(event: dict[str, Any], handles: dict[str, str]) -> judge.Delivery:
         subject=str(event.get("subject")),
         reply=event.get("reply"),
         payload=_payload(event),
-        block=_block_of(event) if has_block else None,
+        block=driver_block(event) if has_block else None,
     )
 
 
@@ -687,22 +645,18 @@ def _useevent_is(*uses: str) -> Callable[[vectors.Case], bool]:
     return lambda case: case.data["input"]["use"] in uses
 
 
-PATHS: dict[str, tuple[ClientPath, ...]] = {
+# The paths through a server, each with code of its own (the fake server; a real server's JetStream
+# API). A kind's LibraryCall (conformance.vector_kinds) is its first path, before these.
+SERVER_PATHS: dict[str, tuple[ClientPath, ...]] = {
     "headers.parse": (
-        ClientPath("decode", "decode_headers", "The library's header parser", _decode),
         ClientPath("hmsg", "headers", "Delivered in an HMSG by the fake server", _hmsg,
                    rows=_hmsg_rows, wire=True),
     ),
     "headers.encode": (
-        ClientPath("encode", "encode_headers", "The library's header encoder", _encode,
-                   limit=_encode_limit),
         ClientPath("hpub", "headers", "Published to the fake server, the header block on the wire",
                    _hpub, _headers_only, wire=True),
     ),
-    "headers.op": (ClientPath("op", "headers_op", "The library's header API", _op),),
     "subject.validate": (
-        ClientPath("validate", "validate_subject", "The library's subject validation",
-                   _validate_subject, limit=_subject_validate_limit, rows=_validate_rows),
         ClientPath("publish", None, "Published to the fake server", _publish,
                    _useevent_is("publish", "reply"), wire=True),
         ClientPath("subscribe", None, "Subscribed at the fake server", _subscribe,
@@ -719,17 +673,34 @@ PATHS: dict[str, tuple[ClientPath, ...]] = {
                    _receive_applies, wire=True),
     ),
     "name.validate": (
-        ClientPath("validate", "validate_name", "The library's name validation", _validate_name,
-                   limit=_name_validate_limit, rows=_validate_rows),
         ClientPath(client_jetstream.SUFFIX, None,
                    "Created through the library's JetStream, key-value or object store API",
                    client_jetstream.run, client_jetstream.applies, client_jetstream.limit),
     ),
 }  # fmt: skip
+# Every path a client library is asked a case of each kind by, in the order of its rows.
+PATHS: dict[str, tuple[ClientPath, ...]] = {
+    name: (*(() if kind.library is None else (_asked(kind.library),)), *SERVER_PATHS.get(name, ()))
+    for name, kind in KINDS.items()
+    if kind.library is not None or name in SERVER_PATHS
+}
 NOT_REACHED = "client"  # the row suffix of a case no path reaches
+
+
+def _not_yet(kind: str) -> str:
+    """Why a case no path of its kind can ask gives a skip row (a CONNECT to encode, say)."""
+    return f"no client path reaches this {kind} case yet"
+
+
+# Why a kind of client-role cases that no path asks is not asked: every such kind is named here
+# (tests/test_vector_kinds.py). The streaming message kinds keep the words their rows have had.
 NOT_REACHED_REASONS = {
     "streaming.client": "a core NATS client has no NATS Streaming API: the streaming client "
     "libraries run these cases (harness.clients.streaming_clients)",
+    **{
+        kind: _not_yet(kind)
+        for kind in ("streaming.encode", "streaming.decode", "streaming.subject")
+    },
 }
 
 
@@ -845,9 +816,7 @@ def _over_transport(
             continue
         if transport == DEFAULT_TRANSPORT:
             for case in _unreached(kind_cases, PATHS.get(kind, ())):
-                reason = NOT_REACHED_REASONS.get(
-                    kind, f"no client path reaches this {kind} case yet"
-                )
+                reason = NOT_REACHED_REASONS.get(kind) or _not_yet(kind)
                 yield _result(case, RowSpec(NOT_REACHED, case.level), "Not reached", "skip",
                               reason, 0.0)  # fmt: skip
         for path in _paths(kind, transport):
