@@ -59,6 +59,13 @@ def steps(script: dict[str, Any]) -> list[Step]:
     return out
 
 
+def runs_over(script: dict[str, Any], transport: str) -> bool:
+    """Whether a script runs over ``transport``: every script over every transport of a run but
+    a case of the transports themselves, which runs over the one it names (``transport``: what
+    the library is asked for; ``server.transport``: what the fake server speaks, when not that)."""
+    return script.get("transport", transport) == transport
+
+
 # --- variables -----------------------------------------------------------------------------------
 
 
@@ -297,6 +304,10 @@ def _reference_event(data: bytes, path: str) -> dict[str, Any]:
 def evaluate(script: dict[str, Any]) -> None:
     """Read a script as the reference does; a ``Mismatch`` names the field when it is wrong."""
     variables = {name: _SAMPLE for name in BUILTIN_VARS}
+    if "transport" in script.get("server", {}) and "transport" not in script:
+        # What the fake server speaks differs from what the library is asked for: which that is
+        # must be pinned, not every transport of a run.
+        raise Mismatch("input.server.transport", "a server's transport needs the case's own")
     for step in steps(script):
         data = substitute({k: v for k, v in step.data.items() if k != "save"}, variables, step.path)
         if step.action == "push":

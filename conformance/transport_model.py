@@ -52,6 +52,27 @@ AUTO_FALLBACK = 0.05
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s)")
 
 
+# A TLS record's first bytes (RFC 8446 5.1, RFC 5246 6.2.1): content type handshake (22), then
+# the legacy record version's major byte 3, which every TLS version's ClientHello record carries.
+_TLS_HANDSHAKE_RECORD = b"\x16\x03"
+_CLEAR_WORD = re.compile(rb"[A-Za-z+\-]{1,16}")
+
+
+def opening(data: bytes) -> str:
+    """What a client's first bytes on a connection are, as the server's side reads them before
+    any handshake (a fake server noting what a library started with): a TLS handshake record (a
+    ClientHello), an HTTP request (a WebSocket upgrade), bytes in clear (the first word: a NATS
+    operation's name), or nothing."""
+    if not data:
+        return "nothing"
+    if data.startswith(_TLS_HANDSHAKE_RECORD):
+        return "a TLS handshake record"
+    if data.startswith(b"GET "):
+        return "an HTTP request"
+    word = _CLEAR_WORD.match(data)
+    return f"bytes in clear: {word[0].decode() if word else repr(data[:8])}"
+
+
 def fallback_delay(handshake_first: object) -> float | None:
     """Seconds a TLS-first server waits for the handshake before it sends INFO in clear; None
     for ``true`` (it never does). ValueError for a value tls.txt does not describe."""

@@ -62,6 +62,7 @@ NEEDS: dict[str, str] = {
     # Driver processes: the bundled libraries' and fakes written as programs.
     "test_client_vectors.py::nats_py_rows": "integration",
     "test_client_transports.py::nats_py": "integration",
+    "test_client_transport_cases.py::library": "integration",
     "test_driver_answers.py::fake_client": "integration",
     "test_driver_deadlines.py::fake": "integration",
     "test_driver_releases.py::built": "integration",

@@ -54,15 +54,24 @@ POLL = 0.01  # seconds between looks at what the client sent
 SETTABLE = frozenset({"answer_pings", "pong_delay"})  # connection settings a `set` step changes
 
 
-def script_cases(cases: Iterable[vectors.Case]) -> list[vectors.Case]:
-    return [c for c in cases if c.kind == KIND and "client" in c.roles]
+def script_cases(cases: Iterable[vectors.Case], transport: str | None = None) -> list[vectors.Case]:
+    """The client scripts among ``cases``; with ``transport``, those that run over it
+    (``client_script.runs_over``: a case of the transports themselves runs over its own)."""
+    return [
+        c for c in cases
+        if c.kind == KIND and "client" in c.roles
+        and (transport is None or client_script.runs_over(c.data["input"], transport))
+    ]  # fmt: skip
 
 
 def run_scripts(
     client: ClientTarget, cases: list[vectors.Case], transport: str = DEFAULT_TRANSPORT
 ) -> Iterator[Checked]:
-    """Every script case on one library over ``transport`` (one driver, restarted when it
-    dies), a row each."""
+    """Every script case that runs over ``transport`` on one library (one driver, restarted when
+    it dies), a row each."""
+    cases = script_cases(cases, transport)
+    if not cases:
+        return
     lacking = client.lacks_transport(transport)
     if lacking is not None:
         for case in cases:
@@ -137,6 +146,9 @@ def _execute(
         for r in server.get("reactions", [])
     ]
     options = client_script.substitute(script.get("connect", {}), variables, "input.connect")
+    # A case of the transports themselves records what the fake server's handshakes saw, first
+    # (they are all seen once the fake server is closed).
+    seen: list[str] = []
     entered = False
     try:
         with connected(
@@ -145,6 +157,8 @@ def _execute(
             info=server.get("info"),
             info_size=server.get("info_size", 0),
             reactions=reactions,
+            serves=server.get("transport"),
+            report=seen.append if "transport" in script else None,
         ) as (fake, conn):
             entered = True
             run = _Run(s, conn, fake.info, variables, notes=notes)
@@ -156,8 +170,10 @@ def _execute(
         # driver answered about itself is not the library's failure to connect.
         connecting = not entered and not isinstance(verdict, (DriverVerdict, Overrun))
         if connecting and verdict.outcome == "error" and script.get("must_connect", False):
-            raise _fail(verdict.message) from None
+            raise _fail("; ".join([verdict.message, *seen])) from None
         raise
+    finally:
+        notes[:0] = seen
 
 
 @dataclass
