@@ -72,6 +72,7 @@ NEEDS: dict[str, str] = {
     "test_interop.py::build_problems": "integration",
     "test_interop.py::server_url": "integration",
     "test_interop.py::transport_rows": "integration",
+    "test_interop.py::crossing_rows": "integration",
     "test_streaming_clients.py::client": "integration",
     "test_supplied_bounds.py::program": "integration",
     # Spark (a JVM), and Spark Connect's server.
