@@ -56,6 +56,10 @@ _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s)")
 # the legacy record version's major byte 3, which every TLS version's ClientHello record carries.
 _TLS_HANDSHAKE_RECORD = b"\x16\x03"
 _CLEAR_WORD = re.compile(rb"[A-Za-z+\-]{1,16}")
+# What ``opening`` reads, but bytes in clear (``bytes in clear: <first word>``).
+TLS_RECORD, HTTP_REQUEST, NOTHING = "a TLS handshake record", "an HTTP request", "nothing"
+OPENINGS = (TLS_RECORD, HTTP_REQUEST, NOTHING)
+OPENING_NOTE = "the client's first bytes: "  # how a reading is reported (``opening_note``)
 
 
 def opening(data: bytes) -> str:
@@ -64,13 +68,18 @@ def opening(data: bytes) -> str:
     ClientHello), an HTTP request (a WebSocket upgrade), bytes in clear (the first word: a NATS
     operation's name), or nothing."""
     if not data:
-        return "nothing"
+        return NOTHING
     if data.startswith(_TLS_HANDSHAKE_RECORD):
-        return "a TLS handshake record"
+        return TLS_RECORD
     if data.startswith(b"GET "):
-        return "an HTTP request"
+        return HTTP_REQUEST
     word = _CLEAR_WORD.match(data)
     return f"bytes in clear: {word[0].decode() if word else repr(data[:8])}"
+
+
+def opening_note(data: bytes) -> str:
+    """``opening`` as a server's side reports it."""
+    return f"{OPENING_NOTE}{opening(data)}"
 
 
 def fallback_delay(handshake_first: object) -> float | None:

@@ -6,6 +6,7 @@ passes it; nats-py and nats.go through their drivers."""
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import time
@@ -17,7 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nats_conformance.conformance import client_script, protocol, vectors
-from nats_conformance.conformance.transport_model import opening
+from nats_conformance.conformance.transport_model import (
+    OPENING_NOTE,
+    OPENINGS,
+    TLS_RECORD,
+    opening,
+    opening_note,
+)
 from nats_conformance.conformance.transports import TRANSPORTS
 from nats_conformance.conformance.vector_values import Mismatch
 from nats_conformance.conformance.verdicts import settle
@@ -29,11 +36,12 @@ from nats_conformance.harness.clients.fake_server import HOST, FakeServer
 from nats_conformance.harness.clients.registry import ClientError
 from nats_conformance.harness.results import Checked
 from nats_conformance.harness.runtime.certs import run_certificates
-from nats_conformance.harness.runtime.streams import Stream, open_stream
+from nats_conformance.harness.runtime.streams import SocketStream, Stream, open_stream
 
 CASES = [c for c in vectors.load_all([vectors.BUNDLED_DIR]).cases if c.group == "client.transport"]
 BY_ID = {case.id: case for case in CASES}
 TLS_FIRST_CASE = BY_ID["client.transport.tls-first-handshake-before-info"]
+TLS_REQUIRED_CASE = BY_ID["client.transport.info-tls-required-client-starts-the-handshake"]
 WAIT = 5.0
 CONNECT = b'CONNECT {"verbose":false,"pedantic":false}\r\nPING\r\n'
 
@@ -73,17 +81,38 @@ def test_only_a_handshake_record_header_reads_as_tls(data: bytes) -> None:
 
 
 def test_every_case_is_pinned_and_a_server_transport_needs_the_pin() -> None:
-    assert len(CASES) == 7 and all(c.data["input"]["transport"] in TRANSPORTS for c in CASES)
+    assert len(CASES) == 8 and all(c.data["input"]["transport"] in TRANSPORTS for c in CASES)
     pinned = {c.data["input"]["transport"] for c in CASES}
     assert pinned == {"tcp", "tls", "tls-first", "ws", "ws-deflate"}
     with pytest.raises(Mismatch, match="needs the case's own"):
         client_script.evaluate({"server": {"transport": "tcp"}, "steps": [{"open": True}]})
+    with pytest.raises(Mismatch, match="needs the case's transport"):
+        client_script.evaluate({"opening": "nothing", "steps": [{"open": True}]})
     for case in CASES:
         script = case.data["input"]
         assert client_script.runs_over(script, script["transport"])
         assert not any(client_script.runs_over(script, t) for t in TRANSPORTS
                        if t != script["transport"])  # fmt: skip
     assert client_script.runs_over({"steps": []}, "wss")  # unpinned: every transport
+
+
+def test_the_schema_names_the_openings_the_reference_reads() -> None:
+    schema = json.loads((vectors.BUNDLED_DIR.parent / "schemas" / "vector.schema.json").read_text())
+    assert tuple(schema["$defs"]["script"]["properties"]["opening"]["enum"]) == OPENINGS
+
+
+@pytest.mark.parametrize(
+    ("seen", "problem"),
+    [([opening_note(b"\x16\x03\x01"), "TLS established: TLSv1.3"], None),
+     ([opening_note(CONNECT)],
+      "the client's first bytes: bytes in clear: CONNECT, expected a TLS handshake record"),
+     (["WebSocket upgrade: HTTP 101"],
+      "the client's first bytes: not seen, expected a TLS handshake record")],
+)  # fmt: skip
+def test_an_opening_is_judged_on_the_first_reading_reported(
+    seen: list[str], problem: str | None
+) -> None:
+    assert client_script.opening_problem(TLS_RECORD, seen) == problem
 
 
 # --- the fake server speaking another transport, and what it reports -----------------------------
@@ -153,6 +182,9 @@ class _StandIn:
             port = int(args["url"].rpartition(":")[2])
             try:
                 self.stream = open_stream(self.dials, HOST, port, timeout=2.0, context=_context())
+                if isinstance(self.stream, SocketStream) and self.dials == "tls":
+                    assert self.stream.receive(1 << 16, timeout=2.0).startswith(b"INFO ")
+                    self.stream.start_tls(_context(), HOST, timeout=2.0)
                 self.stream.send(CONNECT, timeout=2.0)
                 got = b""
                 deadline = time.monotonic() + 2.0
@@ -205,15 +237,32 @@ def test_a_client_that_sends_connect_in_clear_under_tls_first_fails_the_must_row
     assert row.case.case_id == f"{TLS_FIRST_CASE.id}@tls-first"
     assert TLS_FIRST_CASE.level == "must"
     assert settle(TLS_FIRST_CASE.level, row.found.outcome) == "fail", row.found.message
-    assert "did not connect" in row.found.message
-    assert "the client's first bytes: bytes in clear: CONNECT" in row.found.message
-    assert "bytes in clear: CONNECT" in row.found.observed
+    assert row.found.message.startswith(
+        "the client's first bytes: bytes in clear: CONNECT, expected a TLS handshake record; "
+        "the library did not connect"
+    )
+    assert row.found.observed == json.dumps(
+        ["the client's first bytes: bytes in clear: CONNECT",
+         "ended: the client's first bytes: bytes in clear: CONNECT, expected a TLS handshake "
+         "record; did not connect (connection)"], separators=(",", ":"), ensure_ascii=False
+    )  # fmt: skip
 
 
 def test_a_client_that_starts_tls_first_passes_the_must_row() -> None:
     row = _row(_stand_in_client("tls-first"), TLS_FIRST_CASE, "tls-first")
     assert row.found.outcome == "pass", row.found.message
     assert "a TLS handshake record" in row.found.observed
+
+
+@pytest.mark.parametrize(("dials", "outcome"), [("tcp", "fail"), ("tls", "pass")])
+def test_a_client_told_tls_required_must_start_the_handshake(dials: str, outcome: str) -> None:
+    """Asked for plain TCP, it gets an INFO with tls_required: one that sends CONNECT in clear
+    fails the must row, one that upgrades passes it."""
+    row = _row(_stand_in_client(dials), TLS_REQUIRED_CASE, "tcp")
+    assert TLS_REQUIRED_CASE.level == "must" and row.case.case_id == TLS_REQUIRED_CASE.id
+    assert row.found.outcome == outcome, row.found.message
+    upgraded = json.dumps(f"{OPENING_NOTE}{TLS_RECORD}") in row.found.observed
+    assert upgraded == (outcome == "pass")
 
 
 def test_a_library_lacking_a_cases_transport_gets_a_skip_naming_the_capability() -> None:

@@ -547,7 +547,7 @@ class FakeServer:
                 if len(peeked) == len(data):  # the client closed after them
                     break
                 data = peeked
-        text = f"the client's first bytes: {transport_model.opening(data)}"
+        text = transport_model.opening_note(data)
         self._saw(lambda t: transcript.add(time.monotonic() - started, "note", t.encode()), text)
 
     def _model(self) -> server.ServerModel:
