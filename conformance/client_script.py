@@ -318,6 +318,9 @@ def evaluate(script: dict[str, Any]) -> None:
         # What the fake server speaks differs from what the library is asked for: which that is
         # must be pinned, not every transport of a run.
         raise Mismatch("input.server.transport", "a server's transport needs the case's own")
+    served = script.get("server", {}).get("transport", script.get("transport"))
+    if script.get("server", {}).get("allow_non_tls") and served != "tls":
+        raise Mismatch("input.server.allow_non_tls", f"marks a server of tls, not of {served}")
     if "opening" in script and "transport" not in script:  # only such a case sees it
         raise Mismatch("input.opening", "what the client sends first needs the case's transport")
     for step in steps(script):

@@ -153,6 +153,32 @@ def test_a_fake_websocket_server_declines_or_accepts_compression_as_the_case_say
     assert offer in seen[1]
 
 
+@pytest.mark.parametrize("upgrades", [False, True])
+def test_a_fake_server_marked_tls_available_serves_clients_in_clear_and_over_tls(
+    upgrades: bool,
+) -> None:
+    with FakeServer(transport="tcp", serves="tls", allow_non_tls=True) as server:
+        assert server.url.startswith("nats://")
+        stream = open_stream("tls", HOST, server.port, timeout=WAIT)
+        info = stream.receive(1 << 16, timeout=WAIT)
+        assert b'"tls_available":true' in info and b"tls_required" not in info
+        if upgrades:
+            assert isinstance(stream, SocketStream)
+            stream.start_tls(_context(), HOST, timeout=WAIT)
+        stream.send(CONNECT, timeout=WAIT)
+        assert b"PONG" in stream.receive(1 << 16, timeout=WAIT)
+        conn = server.accept(timeout=WAIT)
+        assert conn is not None
+        assert ("TLS established" in conn.transcript.text()) == upgrades
+        stream.close()
+    with pytest.raises(ValueError, match="marks a server of tls"):
+        FakeServer(transport="tcp", allow_non_tls=True)
+    with pytest.raises(Mismatch, match="marks a server of tls, not of ws"):
+        client_script.evaluate(
+            {"transport": "ws", "server": {"allow_non_tls": True}, "steps": [{"open": True}]}
+        )
+
+
 def test_without_report_the_fake_server_looks_at_nothing_first() -> None:
     """An ordinary script's server hands a plain connection out at once, before the client has
     said anything (no look at its first bytes)."""

@@ -400,6 +400,7 @@ class FakeServer:
         transport: str = DEFAULT_TRANSPORT,
         serves: str | None = None,
         report: Callable[[str], None] | None = None,
+        allow_non_tls: bool = False,
     ) -> None:
         """``info`` is merged over ``DEFAULT_INFO`` (and ``TLS_INFO`` over a transport with TLS;
         a None value removes a key); ``info_size`` pads the INFO line to at least that many
@@ -411,11 +412,18 @@ class FakeServer:
         speaks when it is not the one the client is asked for (``url``), e.g. plain TCP to a
         client that wants TLS, or a WebSocket that declines compression (ws) to a client that
         offers it (ws-deflate); and ``report``, which is told what each connection's handshakes
-        saw (the reference's reading of the client's first bytes, what they agreed)."""
+        saw (the reference's reading of the client's first bytes, what they agreed). With
+        ``allow_non_tls`` a server serving ``tls`` is marked "tls available" (tls.txt): its INFO
+        says what the reference's listener says then (``transport_model.Listener``), and it
+        takes the TLS handshake where the client's first bytes after the INFO start one, and
+        stays in clear otherwise."""
         if transport not in TRANSPORTS or (serves or transport) not in TRANSPORTS:
             raise ValueError(f"unknown transport {transport!r} or {serves!r}")
         self.transport = transport
         self.serves = serves or transport
+        if allow_non_tls and self.serves != "tls":
+            raise ValueError(f"allow_non_tls marks a server of tls, not of {self.serves}")
+        self._available = allow_non_tls
         self._report = report
         self._context: ssl.SSLContext | None = None
         tls_info: dict[str, Any] = {}
@@ -423,6 +431,9 @@ class FakeServer:
             files = run_certificates()
             self._context = server_context(files.chain, files.key)
             tls_info = TLS_INFO
+            if allow_non_tls:
+                listener = transport_model.Listener.of(self.serves, {"allow_non_tls": True})
+                tls_info = {"tls_required": None, **listener.info_fields()}
         self._listener = socket.create_server((HOST, 0))
         self._listener.settimeout(POLL)
         self.port: int = self._listener.getsockname()[1]
@@ -502,9 +513,10 @@ class FakeServer:
             if stream.negotiated:
                 self._saw(conn.note, stream.negotiated)
             conn.send(self.info_line())
-            if not first:
-                self._opening(sock, started, transcript)
-            if self.serves == "tls":  # the upgrade after the INFO, which said tls_required
+            read = None if first else self._opening(sock, started, transcript)
+            # The upgrade after the INFO, which said tls_required; or, "tls available", where
+            # the client starts it.
+            if self.serves == "tls" and (not self._available or read == transport_model.TLS_RECORD):
                 assert isinstance(stream, SocketStream)
                 stream.start_tls(self._context, HOST, timeout=HANDSHAKE_TIMEOUT)
                 self._saw(conn.note, stream.negotiated)
@@ -531,12 +543,12 @@ class FakeServer:
         if self._report is not None:
             self._report(text)
 
-    def _opening(self, sock: socket.socket, started: float, transcript: Transcript) -> None:
-        """With ``report``: the client's first bytes on ``sock``, looked at (not taken) before the
-        handshake or the protocol reads them, as the reference reads them; nothing once the
-        handshake's time is up or the client closed."""
-        if self._report is None:
-            return
+    def _opening(self, sock: socket.socket, started: float, transcript: Transcript) -> str | None:
+        """With ``report`` or "tls available": the client's first bytes on ``sock``, looked at
+        (not taken) before the handshake or the protocol reads them, as the reference reads them
+        (None: not looked at); nothing once the handshake's time is up or the client closed."""
+        if self._report is None and not self._available:
+            return None
         data, deadline = b"", time.monotonic() + HANDSHAKE_TIMEOUT
         with contextlib.suppress(OSError):
             # A TLS record's header may come in pieces: look again until it is whole.
@@ -549,6 +561,7 @@ class FakeServer:
                 data = peeked
         text = transport_model.opening_note(data)
         self._saw(lambda t: transcript.add(time.monotonic() - started, "note", t.encode()), text)
+        return transport_model.opening(data)
 
     def _model(self) -> server.ServerModel:
         """The reference server for one connection: the INFO's max_payload; no authentication

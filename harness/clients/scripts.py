@@ -175,6 +175,7 @@ def _execute(
             info_size=server.get("info_size", 0),
             reactions=reactions,
             serves=server.get("transport"),
+            allow_non_tls=server.get("allow_non_tls", False),
             report=seen.append if "transport" in script else None,
         ) as (fake, conn):
             entered = True
