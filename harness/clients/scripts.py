@@ -212,6 +212,7 @@ def _execute(
 
 
 def _opening_problem(script: dict[str, Any], seen: list[str]) -> str | None:
+    """What is wrong with the client's first bytes, where the script says what they must be."""
     if "opening" not in script:
         return None
     return client_script.opening_problem(script["opening"], seen)
