@@ -3,6 +3,9 @@ the INFO and its handshake timeout, the TLS-first handshake (``handshake_first``
 a delay), "TLS available", and a WebSocket listener's frames and compression (tls.txt,
 websocket.txt; INFO's tls_required and tls_verify in client-protocol.txt). It wraps one
 ``ServerModel`` connection, which speaks the protocol once the transport lets bytes through.
+``opening`` reads what a client sends first, as a server's side sees it before any handshake
+(the fake server's observation of a client library, and what it takes as a TLS handshake where
+"tls available" lets the client choose).
 
 What the documents say, and the choices the model makes where they leave one (cases there are
 ``info``; the model's choice is one observation among others):
