@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import headers, judge, protocol
+from .transport_model import OPENING_NOTE
 from .vector_values import Mismatch, decode_bytes, excerpt, op_pattern
 
 # The one key that says what a step does.
@@ -57,6 +58,22 @@ def steps(script: dict[str, Any]) -> list[Step]:
             raise Mismatch(f"input.steps[{i}]", f"a step has exactly one of {ACTIONS}: {found}")
         out.append(Step(i, found[0], data))
     return out
+
+
+def runs_over(script: dict[str, Any], transport: str) -> bool:
+    """Whether a script runs over ``transport``: every script over every transport of a run but
+    a case of the transports themselves, which runs over the one it names (``transport``: what
+    the library is asked for; ``server.transport``: what the fake server speaks, when not that)."""
+    return script.get("transport", transport) == transport
+
+
+def opening_problem(want: str, seen: list[str]) -> str | None:
+    """``opening``: what the client sent first on its connection, as the fake server reported
+    the reference's reading of it (``transport_model.opening_note``), must be ``want``."""
+    first = next((s.removeprefix(OPENING_NOTE) for s in seen if s.startswith(OPENING_NOTE)), None)
+    if first == want:
+        return None
+    return f"{OPENING_NOTE}{first or 'not seen'}, expected {want}"
 
 
 # --- variables -----------------------------------------------------------------------------------
@@ -297,6 +314,15 @@ def _reference_event(data: bytes, path: str) -> dict[str, Any]:
 def evaluate(script: dict[str, Any]) -> None:
     """Read a script as the reference does; a ``Mismatch`` names the field when it is wrong."""
     variables = {name: _SAMPLE for name in BUILTIN_VARS}
+    if "transport" in script.get("server", {}) and "transport" not in script:
+        # What the fake server speaks differs from what the library is asked for: which that is
+        # must be pinned, not every transport of a run.
+        raise Mismatch("input.server.transport", "a server's transport needs the case's own")
+    served = script.get("server", {}).get("transport", script.get("transport"))
+    if script.get("server", {}).get("allow_non_tls") and served != "tls":
+        raise Mismatch("input.server.allow_non_tls", f"marks a server of tls, not of {served}")
+    if "opening" in script and "transport" not in script:  # only such a case sees it
+        raise Mismatch("input.opening", "what the client sends first needs the case's transport")
     for step in steps(script):
         data = substitute({k: v for k, v in step.data.items() if k != "save"}, variables, step.path)
         if step.action == "push":

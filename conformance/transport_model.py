@@ -3,6 +3,9 @@ the INFO and its handshake timeout, the TLS-first handshake (``handshake_first``
 a delay), "TLS available", and a WebSocket listener's frames and compression (tls.txt,
 websocket.txt; INFO's tls_required and tls_verify in client-protocol.txt). It wraps one
 ``ServerModel`` connection, which speaks the protocol once the transport lets bytes through.
+``opening`` reads what a client sends first, as a server's side sees it before any handshake
+(the fake server's observation of a client library, and what it takes as a TLS handshake where
+"tls available" lets the client choose).
 
 What the documents say, and the choices the model makes where they leave one (cases there are
 ``info``; the model's choice is one observation among others):
@@ -50,6 +53,36 @@ DEFAULT_TLS_TIMEOUT = 2.0
 # tls.txt: "With the value `auto`, the fallback delay used by the server is 50 milliseconds."
 AUTO_FALLBACK = 0.05
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s)")
+
+
+# A TLS record's first bytes (RFC 8446 5.1, RFC 5246 6.2.1): content type handshake (22), then
+# the legacy record version's major byte 3, which every TLS version's ClientHello record carries.
+_TLS_HANDSHAKE_RECORD = b"\x16\x03"
+_CLEAR_WORD = re.compile(rb"[A-Za-z+\-]{1,16}")
+# What ``opening`` reads, but bytes in clear (``bytes in clear: <first word>``).
+TLS_RECORD, HTTP_REQUEST, NOTHING = "a TLS handshake record", "an HTTP request", "nothing"
+OPENINGS = (TLS_RECORD, HTTP_REQUEST, NOTHING)
+OPENING_NOTE = "the client's first bytes: "  # how a reading is reported (``opening_note``)
+
+
+def opening(data: bytes) -> str:
+    """What a client's first bytes on a connection are, as the server's side reads them before
+    any handshake (a fake server noting what a library started with): a TLS handshake record (a
+    ClientHello), an HTTP request (a WebSocket upgrade), bytes in clear (the first word: a NATS
+    operation's name), or nothing."""
+    if not data:
+        return NOTHING
+    if data.startswith(_TLS_HANDSHAKE_RECORD):
+        return TLS_RECORD
+    if data.startswith(b"GET "):
+        return HTTP_REQUEST
+    word = _CLEAR_WORD.match(data)
+    return f"bytes in clear: {word[0].decode() if word else repr(data[:8])}"
+
+
+def opening_note(data: bytes) -> str:
+    """``opening`` as a server's side reports it."""
+    return f"{OPENING_NOTE}{opening(data)}"
 
 
 def fallback_delay(handshake_first: object) -> float | None:

@@ -62,6 +62,7 @@ NEEDS: dict[str, str] = {
     # Driver processes: the bundled libraries' and fakes written as programs.
     "test_client_vectors.py::nats_py_rows": "integration",
     "test_client_transports.py::nats_py": "integration",
+    "test_client_transport_cases.py::library": "integration",
     "test_driver_answers.py::fake_client": "integration",
     "test_driver_deadlines.py::fake": "integration",
     "test_driver_releases.py::built": "integration",
@@ -71,6 +72,7 @@ NEEDS: dict[str, str] = {
     "test_interop.py::build_problems": "integration",
     "test_interop.py::server_url": "integration",
     "test_interop.py::transport_rows": "integration",
+    "test_interop.py::crossing_rows": "integration",
     "test_streaming_clients.py::client": "integration",
     "test_supplied_bounds.py::program": "integration",
     # Spark (a JVM), and Spark Connect's server.

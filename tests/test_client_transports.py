@@ -202,12 +202,18 @@ def test_a_row_id_gives_back_its_case_and_transport(case_id: str, transport: str
     assert transport_of(row_id(case_id, transport)) == (case_id, transport)
 
 
+def _pinned(case: vectors.Case) -> str | None:
+    """The transport a client script of the transports themselves runs over (None: every one)."""
+    return case.data["input"].get("transport") if case.kind == SCRIPT else None
+
+
 def _wire(row: str) -> bool:
-    """Whether a tcp row id is one of a path through the fake server, or a client script."""
+    """Whether a tcp row id is one of a path through the fake server, or a client script that is
+    not pinned to a transport."""
     head, _, suffix = row.partition("@")
     case = next(c for c in CLIENT_CASES if c.id == head)
     if case.kind == SCRIPT:
-        return not suffix
+        return not suffix and _pinned(case) is None
     paths = client_vectors.PATHS.get(case.kind, ())
     return any(p.wire and p.name == suffix.split("-")[0] for p in paths)
 
@@ -216,11 +222,17 @@ def test_only_rows_through_the_fake_server_travel_over_other_transports() -> Non
     tcp = [rid for rid, _, _ in client_vectors.planned_rows(CLIENT_CASES)]
     every = [rid for rid, _, _ in client_vectors.planned_rows(CLIENT_CASES, TRANSPORTS)]
     wire = [rid for rid in tcp if _wire(rid)]
+    pinned = {t: [c.id for c in CLIENT_CASES if _pinned(c) == t] for t in TRANSPORTS}
+    assert pinned["tcp"] and pinned["tls"]  # client-transport.json's cases
     assert every[: len(tcp)] == tcp  # the tcp rows keep their ids, first
-    assert len(every) == len(tcp) + (len(TRANSPORTS) - 1) * len(wire)
+    assert set(pinned["tcp"]) <= set(tcp) and not set(tcp) & set(pinned["tls"])
+    others = sum(len(ids) for t, ids in pinned.items() if t != DEFAULT_TRANSPORT)
+    assert len(every) == len(tcp) + (len(TRANSPORTS) - 1) * len(wire) + others
     for transport in TRANSPORTS[1:]:
-        over = [transport_of(rid) for rid in every if transport_of(rid)[1] == transport]
-        assert [head for head, _ in over] == wire
+        over = [head for head, t in map(transport_of, every) if t == transport]
+        # A pinned script travels over its own transport only.
+        assert [head for head in over if head not in pinned[transport]] == wire
+        assert sorted(set(over) - set(wire)) == sorted(pinned[transport])
     # the library's own code is asked over tcp only
     assert not any("@decode@" in rid or "@validate@" in rid for rid in every)
 

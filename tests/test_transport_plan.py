@@ -24,7 +24,13 @@ from nats_conformance.harness.gate import cited_statement
 from nats_conformance.harness.results import ResultRow, read_rows
 from nats_conformance.harness.runtime.certs import SERVER_NAMES, CertFiles, Certificates
 from nats_conformance.harness.runtime.streams import parse_transports
-from nats_conformance.harness.servers.config import TRANSPORT_GROUPS, config_text, listeners_text
+from nats_conformance.harness.servers.config import (
+    TRANSPORT_GROUPS,
+    config_text,
+    group_of,
+    listeners_text,
+    shared_server,
+)
 from nats_conformance.harness.servers.kinds import parse_spec, release_lacks
 from nats_conformance.harness.servers.runner import (
     GREETING_CASE,
@@ -137,6 +143,25 @@ def test_each_group_configures_the_listeners_its_transports_need() -> None:
     assert not asked  # no certificates made for a group without TLS
     with pytest.raises(TargetError):
         listeners_text("udp", lambda: FAKE_CERTS)
+
+
+@given(st.sampled_from(TRANSPORTS), st.sampled_from(TRANSPORTS))
+def test_one_server_serves_two_transports_of_a_group_or_tcp_and_wss_when_tls_is_available(
+    a: str, b: str
+) -> None:
+    settings = shared_server(a, b)
+    assert settings == shared_server(b, a)
+    if TRANSPORT_GROUPS[a] == TRANSPORT_GROUPS[b]:
+        assert settings == {}
+    elif {a, b} == {"tcp", "wss"}:
+        # "tls available": the tls group's client port takes clients in clear too, and the
+        # server for both is one (its key: the settings and the group).
+        assert settings == {"allow_non_tls": True}
+        assert group_of(a, settings) == group_of(b, settings) == "tls"
+        assert "allow_non_tls: true" in listeners_text("tls", lambda: FAKE_CERTS, settings)
+    else:  # plain TCP with TLS after INFO would meet an INFO without tls_required
+        assert settings is None
+    assert group_of(a, {}) == TRANSPORT_GROUPS[a]
 
 
 def test_the_schema_names_the_transports_a_case_may_be_about() -> None:

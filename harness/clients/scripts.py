@@ -54,15 +54,24 @@ POLL = 0.01  # seconds between looks at what the client sent
 SETTABLE = frozenset({"answer_pings", "pong_delay"})  # connection settings a `set` step changes
 
 
-def script_cases(cases: Iterable[vectors.Case]) -> list[vectors.Case]:
-    return [c for c in cases if c.kind == KIND and "client" in c.roles]
+def script_cases(cases: Iterable[vectors.Case], transport: str | None = None) -> list[vectors.Case]:
+    """The client scripts among ``cases``; with ``transport``, those that run over it
+    (``client_script.runs_over``: a case of the transports themselves runs over its own)."""
+    return [
+        c for c in cases
+        if c.kind == KIND and "client" in c.roles
+        and (transport is None or client_script.runs_over(c.data["input"], transport))
+    ]  # fmt: skip
 
 
 def run_scripts(
     client: ClientTarget, cases: list[vectors.Case], transport: str = DEFAULT_TRANSPORT
 ) -> Iterator[Checked]:
-    """Every script case on one library over ``transport`` (one driver, restarted when it
-    dies), a row each."""
+    """Every script case that runs over ``transport`` on one library (one driver, restarted when
+    it dies), a row each."""
+    cases = script_cases(cases, transport)
+    if not cases:
+        return
     lacking = client.lacks_transport(transport)
     if lacking is not None:
         for case in cases:
@@ -84,6 +93,7 @@ def run_script(
     lacking = next(filter(None, (client.lacks(n) for n in script.get("needs", []))), None)
     category = CONFORMANCE
     notes: list[str] = []  # what happened, step by step: the row's observation
+    end = ""  # how it ended, for the observation, where not in the message's words
     if lacking is not None:
         outcome, message = "skip", lacking
     else:
@@ -91,6 +101,7 @@ def run_script(
             outcome, message = "pass", _execute(s, script, dict(builtins), notes)
         except Verdict as verdict:
             outcome, message, category = verdict.outcome, verdict.message, verdict.category
+            end = verdict.ended if isinstance(verdict, _Unconnected) else ""
         except Mismatch as exc:  # the script itself is wrong: the vector check says so too
             outcome, message = "error", f"script field {exc.field}: {exc}"
         except DriverError as exc:  # robustness when the library died on what the server sent
@@ -101,7 +112,7 @@ def run_script(
         if (late := s.crashed()) is not None:  # the driver died during the case, unnoticed
             verdict = Verdict.of_driver(late, case.id)
             outcome, message, category = verdict.outcome, verdict.message, verdict.category
-    ended = [f"ended: {message}"] if outcome == "fail" else []
+    ended = [f"ended: {end or message}"] if outcome == "fail" else []
     shown = ""
     if outcome != "pass":
         shown = "\n".join(s.transcript.splitlines()[-TRANSCRIPT_LINES:])
@@ -123,6 +134,21 @@ def _fail(message: str) -> Verdict:
     return Verdict("fail", message)
 
 
+class _Unconnected(Verdict):
+    """A library whose refused connect fails the case (``must_connect``, or what it sent first):
+    the row's message has the library's words, its observation ends with ``ended``."""
+
+    def __init__(self, message: str, ended: str) -> None:
+        super().__init__("fail", message)
+        self.ended = ended
+
+
+def _error_type(message: str) -> str:
+    """The error type in ``connected``'s message on a refused connect (``...fake server:
+    <type>: <the library's words>``)."""
+    return message.rpartition("fake server: ")[2].partition(":")[0]
+
+
 def _execute(
     s: Session, script: dict[str, Any], variables: dict[str, str], notes: list[str]
 ) -> str:
@@ -137,6 +163,9 @@ def _execute(
         for r in server.get("reactions", [])
     ]
     options = client_script.substitute(script.get("connect", {}), variables, "input.connect")
+    # A case of the transports themselves records what the fake server's handshakes saw, first
+    # (they are all seen once the fake server is closed).
+    seen: list[str] = []
     entered = False
     try:
         with connected(
@@ -145,19 +174,48 @@ def _execute(
             info=server.get("info"),
             info_size=server.get("info_size", 0),
             reactions=reactions,
+            serves=server.get("transport"),
+            allow_non_tls=server.get("allow_non_tls", False),
+            report=seen.append if "transport" in script else None,
         ) as (fake, conn):
             entered = True
             run = _Run(s, conn, fake.info, variables, notes=notes)
             for step in client_script.steps(script):
                 run.do(step)
-            return "; ".join(run.notes[-4:]) or "the script ran"
+            passed = "; ".join(run.notes[-4:]) or "the script ran"
     except Verdict as verdict:
-        # Connecting is what some scripts judge (an INFO the library must take); what the
-        # driver answered about itself is not the library's failure to connect.
+        # Connecting is what some scripts judge (an INFO the library must take, what it sends
+        # first); what the driver answered about itself is not the library's failure to connect.
+        # The fake server is closed by now: ``seen`` holds all it saw.
         connecting = not entered and not isinstance(verdict, (DriverVerdict, Overrun))
-        if connecting and verdict.outcome == "error" and script.get("must_connect", False):
-            raise _fail(verdict.message) from None
-        raise
+        if not connecting or verdict.outcome != "error":
+            raise
+        # A case of the transports themselves records the kind of error only: the library's
+        # words change from run to run (a reset or a close, a line of its TLS library's source).
+        how = verdict.message
+        if "transport" in script:
+            how = f"did not connect ({_error_type(verdict.message)})"
+        if (problem := _opening_problem(script, seen)) is not None:
+            raise _Unconnected(f"{problem}; {verdict.message}", f"{problem}; {how}") from None
+        if script.get("must_connect", False):
+            raise _Unconnected("; ".join([verdict.message, *seen]), how) from None
+        if "opening" not in script:
+            raise
+        # What the client sent first is the case, and it held: not connecting is allowed.
+        notes.append(how)
+        return verdict.message
+    finally:
+        notes[:0] = seen
+    if (problem := _opening_problem(script, seen)) is not None:
+        raise _fail(problem)
+    return passed
+
+
+def _opening_problem(script: dict[str, Any], seen: list[str]) -> str | None:
+    """What is wrong with the client's first bytes, where the script says what they must be."""
+    if "opening" not in script:
+        return None
+    return client_script.opening_problem(script["opening"], seen)
 
 
 @dataclass

@@ -128,12 +128,17 @@ def _wrap(
     sock.settimeout(timeout)
     try:
         if server_side:
-            return context.wrap_socket(sock, server_side=True)
-        return context.wrap_socket(sock, server_hostname=hostname)
+            wrapped = context.wrap_socket(sock, server_side=True)
+        else:
+            wrapped = context.wrap_socket(sock, server_hostname=hostname)
     except TimeoutError:
         raise HandshakeError(f"the TLS handshake did not end within {timeout:g} s") from None
     except (ssl.SSLError, OSError) as exc:
         raise HandshakeError(f"the TLS handshake failed: {exc}") from exc
+    if wrapped.version() is None:  # the peer had gone: the ssl module makes no handshake then
+        wrapped.close()
+        raise HandshakeError("the TLS handshake did not start: the peer closed the connection")
+    return wrapped
 
 
 def _await_readable(sock: socket.socket, timeout: float) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ...conformance.transport_model import fallback_delay
+from ...conformance.transports import DEFAULT_TRANSPORT
 from ..runtime.certs import CertFiles
 from .specs import TargetError
 
@@ -19,6 +20,13 @@ from .specs import TargetError
 # client decides whether to offer it).
 TRANSPORT_GROUPS = {"tcp": "tcp", "tls": "tls", "wss": "tls", "tls-first": "tls-first",
                     "ws": "ws", "ws-deflate": "ws"}  # fmt: skip
+# Transports of different groups that one server serves with a listener setting: a server marked
+# "tls available" (``allow_non_tls``, tls.txt) takes clients in clear on its TLS client port, and
+# its WebSocket listener keeps its own TLS. (Not plain TCP with TLS after INFO: there the TLS side
+# would get an INFO without tls_required, after which a library may go on in clear.)
+SHARED_BY_SETTING: dict[frozenset[str], dict[str, Any]] = {
+    frozenset({"tcp", "wss"}): {"allow_non_tls": True},
+}
 # The WebSocket listener on the loopback only, on a port it picks (the ports file says which).
 _WEBSOCKET = ['  host: "127.0.0.1"', "  port: -1"]
 # A case's settings of the listeners (a wire script pinned to its transport): the tls map's
@@ -154,6 +162,23 @@ def _tls_settings(config: Mapping[str, Any], group: str, made: CertFiles) -> lis
         lines.append(f"verify: {_flag('tls.verify', tls['verify'])}")
         lines.append(f"ca_file: {_quoted(str(made.ca))}")
     return lines
+
+
+def group_of(transport: str, config: Mapping[str, Any]) -> str:
+    """The group (``TRANSPORT_GROUPS``) whose server serves ``transport`` with the listener
+    settings of ``config``: plain TCP with ``allow_non_tls`` is the tls group's ("tls
+    available"); anything else the table's."""
+    if transport == DEFAULT_TRANSPORT and config.get("allow_non_tls") is True:
+        return TRANSPORT_GROUPS["tls"]
+    return TRANSPORT_GROUPS.get(transport, transport)
+
+
+def shared_server(a: str, b: str) -> dict[str, Any] | None:
+    """The listener settings of one server that serves both ``a`` and ``b`` ({}: none needed, the
+    two share a group); None when no configured server serves both."""
+    if TRANSPORT_GROUPS[a] == TRANSPORT_GROUPS[b]:
+        return {}
+    return SHARED_BY_SETTING.get(frozenset({a, b}))
 
 
 def listeners_text(

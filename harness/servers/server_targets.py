@@ -32,7 +32,7 @@ from ..runtime import containers, processes
 from ..runtime.state import DEFAULT_STATE_DIR
 from ..runtime.streams import HandshakeError, Stream, open_stream
 from . import binaries, tls
-from .config import TRANSPORT_GROUPS
+from .config import TRANSPORT_GROUPS, group_of
 from .launch import Launched
 from .specs import RunningServer, TargetError, TargetSpec
 
@@ -284,8 +284,9 @@ class ServerTarget:
 
 
 def _key(config: Mapping[str, Any], transport: str) -> tuple[str, str]:
-    """Which server serves ``config`` over ``transport``: one per config and transport group."""
-    return json.dumps(dict(config), sort_keys=True), TRANSPORT_GROUPS.get(transport, transport)
+    """Which server serves ``config`` over ``transport``: one per config and transport group
+    (``group_of``: plain TCP to a "tls available" config is its tls group server's)."""
+    return json.dumps(dict(config), sort_keys=True), group_of(transport, config)
 
 
 @atexit.register
