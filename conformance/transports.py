@@ -15,14 +15,20 @@ TLS_TRANSPORTS = ("tls", "tls-first", "wss")  # those that verify a certificate
 WEBSOCKET_TRANSPORTS = ("ws", "wss", "ws-deflate")
 
 
-def row_id(base: str, transport: str) -> str:
+def row_id(base: str, transport: str, layout: str = "") -> str:
     """The id of a row over ``transport``: ``base`` (a case id, or a case's path row id) over
-    plain TCP, else ``<base>@<transport>``."""
+    plain TCP, else ``<base>@<transport>``; with a WebSocket frame ``layout``
+    (conformance.frame_layouts), ``<base>@<layout>@<transport>``."""
+    if layout:
+        if transport not in WEBSOCKET_TRANSPORTS:
+            raise ValueError(f"a frame layout needs a WebSocket transport, not {transport!r}")
+        return f"{base}{ROW}{layout}{ROW}{transport}"
     return base if transport == DEFAULT_TRANSPORT else f"{base}{ROW}{transport}"
 
 
 def transport_of(rid: str) -> tuple[str, str]:
-    """``row_id``'s inverse: the row id over plain TCP and the transport of ``rid``."""
+    """``row_id``'s inverse: the row id over plain TCP (with its layout, if any) and the
+    transport of ``rid``."""
     head, at, last = rid.rpartition(ROW)
     if at and last in TRANSPORTS and last != DEFAULT_TRANSPORT:
         return head, last

@@ -21,6 +21,7 @@ import jsonschema
 
 from . import (
     client_script,
+    frame_layouts,
     headers,
     interop,
     names,
@@ -630,6 +631,22 @@ def _eval_streaming_server(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         raise Mismatch("expect", problem)
 
 
+def _eval_frames_layout(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    """The example's frames must be what the layout gives its bytes."""
+    layout = frame_layouts.Layout.of(inp)
+    data = decode_bytes(inp["bytes"], "input.bytes")
+    if "INFO" in layout.join and "info" not in inp:
+        raise Mismatch("input.info", "join names INFO: the example needs its INFO line")
+    got = layout.frames(data, decode_bytes(inp.get("info", ""), "input.info"))
+    frames = exp["frames"]
+    want = (
+        None
+        if frames is None
+        else [decode_bytes(f, f"expect.frames[{i}]") for i, f in enumerate(frames)]
+    )
+    _expect_equal("expect.frames", want, got)
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script, checked below."""
 
@@ -652,6 +669,7 @@ EVALUATORS: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
     "interop": _eval_interop,
     streaming_client.KIND: _eval_streaming_client,
     streaming_server_session.KIND: _eval_streaming_server,
+    frame_layouts.KIND: _eval_frames_layout,
 }
 
 
@@ -714,6 +732,18 @@ def citation_problem(case: Case, documents: dict[str, str]) -> Problem | None:
     return None
 
 
+def _layout_roles(case: Case) -> None:
+    """A layout is for the role whose parser reads its bytes (the ``direction`` says whose
+    bytes they are), and for no other implementation role."""
+    reader = frame_layouts.Layout.of(case.data["input"]).reader
+    wrong = [role for role in case.roles if role != "reference" and role != reader]
+    if wrong:
+        raise Mismatch(
+            "roles", f"a layout of {case.data['input']['direction']} bytes is for the {reader} "
+            f"role (their parser), not {', '.join(wrong)}",
+        )  # fmt: skip
+
+
 def evaluate(case: Case) -> Problem | None:
     """Evaluate one case against the reference; None when the reference agrees. A client script
     is read by the reference whatever its roles: its pushes are parsed by the reference client."""
@@ -723,6 +753,8 @@ def evaluate(case: Case) -> Problem | None:
     try:
         if "reference" in case.roles or script:
             EVALUATORS[case.kind](case.data["input"], case.data["expect"])
+        if case.kind == frame_layouts.KIND:
+            _layout_roles(case)
         if "wire" in case.data:
             wire_script.evaluate(case.data["wire"])
     except Mismatch as exc:

@@ -20,6 +20,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -94,6 +95,11 @@ class Stream(Protocol):
 
     def limit_frames(self, size: int) -> None:
         """Send at most ``size`` NATS bytes per frame, where the transport has frames."""
+        ...
+
+    def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
+        """Send each of ``frames`` in a binary WebSocket message of its own, all in one write
+        (ValueError where the transport has no frames); ``send``'s errors otherwise."""
         ...
 
     def shutdown(self) -> None:
@@ -191,6 +197,9 @@ class SocketStream:
 
     def limit_frames(self, size: int) -> None:
         pass  # a byte stream: no frames
+
+    def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
+        raise ValueError(f"a {self.transport} connection has no frames")
 
     def shutdown(self) -> None:
         _end(self._sock)
@@ -333,16 +342,30 @@ class WebSocketStream:
         let a frame hold part of an operation, and a peer must parse partial operations); with
         ``text``, in one text message (the documents allow a client binary frames only: what a
         server does with one is a case's to record)."""
+        if text:
+            self._send_messages([TextMessage(data=data.decode("utf-8"))], timeout)
+            return
         size = self._frame_limit or max(len(data), 1)
+        pieces = (data[i : i + size] for i in range(0, max(len(data), 1), size))
+        self._send_messages([BytesMessage(data=piece) for piece in pieces], timeout)
+
+    def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
+        """Each of ``frames`` in a binary message (one frame) of its own, written at once: the
+        peer reads them back to back, as a frame layout lays them out (with permessage-deflate,
+        each deflated)."""
+        self._send_messages([BytesMessage(data=frame) for frame in frames], timeout)
+
+    @property
+    def deflating(self) -> bool:
+        """Whether permessage-deflate was negotiated: every message sent is deflated."""
+        return bool(self.extensions)
+
+    def _send_messages(
+        self, messages: Sequence[BytesMessage | TextMessage], timeout: float
+    ) -> None:
         with self._lock:
             try:
-                if text:
-                    frames = self._ws.send(TextMessage(data=data.decode("utf-8")))
-                else:
-                    frames = b"".join(
-                        self._ws.send(BytesMessage(data=data[i : i + size]))
-                        for i in range(0, max(len(data), 1), size)
-                    )
+                frames = b"".join(self._ws.send(message) for message in messages)
             except LocalProtocolError as exc:  # closing or closed
                 state = self._ws.state.name
                 raise ConnectionError(f"cannot send: the WebSocket is {state}") from exc
