@@ -27,7 +27,10 @@ and the client scripts run over each transport of the run (``harness.runtime.str
 others (the library's own code, the JetStream API on a real server) over plain TCP only. A tcp
 row keeps its id; another transport's row is ``<row id>@<transport>``
 (``conformance.transports.row_id``). A transport whose capabilities the driver lacks gives skip
-rows without asking.
+rows without asking. Over a WebSocket transport a ``protocol.parse`` case is also sent in the
+frames of each client frame layout the bundled ``frames.layout`` vectors define
+(``conformance.frame_layouts``; row ``<id>@receive@<layout>@<transport>``, at the lower of the
+two cases' levels).
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
 reason (drivers also say it of single inputs their library cannot express), one it answers
