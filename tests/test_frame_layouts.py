@@ -208,7 +208,7 @@ def test_client_rows_in_each_layout_say_it_and_take_the_lower_level(
 ) -> None:
     layout_case, layout = defined
     rows = list(client_vectors.planned_rows(RECEIVED, (layout.transport,)))
-    mine = {rid: level for rid, level, _ in rows if f"@{layout.name}@" in rid}
+    mine = {rid: level for rid, level, _ in rows if f"~{layout.name}@" in rid}
     for case in RECEIVED:
         rid = row_id(f"{case.id}@receive", layout.transport, layout.name)
         data = vectors.decode_bytes(case.data["input"]["bytes"])
@@ -216,11 +216,13 @@ def test_client_rows_in_each_layout_say_it_and_take_the_lower_level(
             assert rid not in mine
             continue
         assert mine[rid] == (case.level if layout_case.level == "must" else layout_case.level)
-        assert transport_of(rid) == (f"{case.id}@receive@{layout.name}", layout.transport)
+        assert rid == f"{case.id}@receive~{layout.name}@{layout.transport}"
+        # Read back as the row it lays out: what a baseline says of that row holds for it.
+        assert transport_of(rid) == (f"{case.id}@receive", layout.transport)
     # A layout's rows over another transport: none.
     other = "ws-deflate" if layout.transport == "ws" else "ws"
     assert not [r for r, _, _ in client_vectors.planned_rows(RECEIVED, (other,))
-                if f"@{layout.name}@" in r]  # fmt: skip
+                if f"~{layout.name}@" in r]  # fmt: skip
 
 
 def test_server_rows_in_each_layout_are_info_and_rest_on_websocket_txt() -> None:
@@ -231,13 +233,14 @@ def test_server_rows_in_each_layout_are_info_and_rest_on_websocket_txt() -> None
     }
     for r in rows:
         assert r.level == "info" and r.case.kind == "protocol.parse"
-        assert r.id == f"{r.case.id}@{r.framed.layout.name}@{r.transport}"  # type: ignore[union-attr]
+        assert r.id == f"{r.case.id}~{r.framed.layout.name}@{r.transport}"  # type: ignore[union-attr]
+        assert transport_of(r.id) == (r.case.id, r.transport)
         ref = r.ref()
         assert ref.source is not None and ref.source.document == "websocket.txt"
 
 
 def test_a_layout_row_id_needs_a_websocket_transport() -> None:
-    assert row_id("a.b@receive", "ws", "byte-frames") == "a.b@receive@byte-frames@ws"
+    assert row_id("a.b@receive", "ws", "byte-frames") == "a.b@receive~byte-frames@ws"
     with pytest.raises(ValueError, match="WebSocket"):
         row_id("a.b", "tcp", "byte-frames")
 

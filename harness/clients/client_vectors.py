@@ -29,7 +29,7 @@ row keeps its id; another transport's row is ``<row id>@<transport>``
 (``conformance.transports.row_id``). A transport whose capabilities the driver lacks gives skip
 rows without asking. Over a WebSocket transport a ``protocol.parse`` case is also sent in the
 frames of each client frame layout the bundled ``frames.layout`` vectors define
-(``conformance.frame_layouts``; row ``<id>@receive@<layout>@<transport>``, at the lower of the
+(``conformance.frame_layouts``; row ``<id>@receive~<layout>@<transport>``, at the lower of the
 two cases' levels).
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
