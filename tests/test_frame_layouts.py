@@ -319,13 +319,18 @@ def test_a_layouts_frames_arrive_as_those_frames(defined: tuple[vectors.Case, La
     assert all(m.message_finished for m in messages)
 
 
+@pytest.mark.parametrize("limit", [0, 7])
 @pytest.mark.parametrize("transport", ["ws", "ws-deflate"])
-def test_a_clients_frames_reach_the_server_as_those_frames(transport: str) -> None:
+def test_a_clients_frames_reach_the_server_as_those_frames(transport: str, limit: int) -> None:
     """The wire client's stream (``open_stream``) sends a server layout's frames, masked and
-    (over ws-deflate) compressed, each a message a wsproto server reads whole."""
+    (over ws-deflate) compressed, each a message a wsproto server reads whole; with a frame limit
+    (the server's max_payload: nats-server refuses a compressed frame that inflates beyond it),
+    a frame above it is cut at it too."""
     layout = next(lay for _, lay in SERVER_LAYOUTS if lay.transport == transport)
-    frames = layout.frames(b'CONNECT {"verbose":false}\r\nPUB foo 5\r\nhello\r\nPING\r\n')
-    assert frames is not None and len(frames) > 2
+    cut = layout.frames(b'CONNECT {"verbose":false}\r\nPUB foo 5\r\nhello\r\nPING\r\n')
+    assert cut is not None and len(cut) > 2
+    frames = [f[i : i + limit] for f in cut for i in range(0, len(f), limit)] if limit else cut
+    assert all(len(f) <= (limit or len(f)) for f in frames)
     got: list[BytesMessage] = []
     raw = bytearray()
     with socket.create_server(("127.0.0.1", 0)) as listener:
@@ -353,7 +358,9 @@ def test_a_clients_frames_reach_the_server_as_those_frames(transport: str) -> No
         host, port = listener.getsockname()
         stream = open_stream(transport, host, port, timeout=WAIT)
         try:
-            stream.send_frames(frames, timeout=WAIT)
+            if limit:
+                stream.limit_frames(limit)
+            stream.send_frames(cut, timeout=WAIT)
             thread.join(WAIT)
         finally:
             stream.close()

@@ -204,7 +204,7 @@ class FakeConnection:
         more = ", ..." if len(frames) > FRAMES_NOTED else ""
         with self._send_lock:
             self._record("send", data)
-            self.note(f"in {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
+            self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
             self.fed_at = time.monotonic()
             try:
                 self.stream.send_frames(frames, timeout=SEND_TIMEOUT)

@@ -352,8 +352,12 @@ class WebSocketStream:
     def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
         """Each of ``frames`` in a binary message (one frame) of its own, written at once: the
         peer reads them back to back, as a frame layout lays them out (with permessage-deflate,
-        each deflated)."""
-        self._send_messages([BytesMessage(data=frame) for frame in frames], timeout)
+        each deflated). A frame above the frame limit is cut at it, as ``send`` cuts."""
+        size = self._frame_limit
+        pieces = (
+            [f[i : i + size] for f in frames for i in range(0, len(f), size)] if size else frames
+        )
+        self._send_messages([BytesMessage(data=piece) for piece in pieces], timeout)
 
     @property
     def deflating(self) -> bool:

@@ -5,7 +5,9 @@ Transport is a dimension of the run: each wire case runs over each transport the
 (``conformance.transports.TRANSPORTS``). A plain TCP row keeps the case's id, so history and
 baselines stay valid; another transport's row is ``<case id>@<transport>``, the ``@`` form every
 reader of row ids takes (selection, renames, the gate, the report). A transport the target lacks
-gives skip rows naming why.
+gives skip rows naming why. Over a WebSocket transport every protocol.parse case's wire script
+also runs in each server frame layout the bundled ``frames.layout`` vectors define
+(``conformance.frame_layouts``): row ``<case id>~<layout>@<transport>``.
 """
 
 from __future__ import annotations

@@ -187,7 +187,7 @@ class WireConnection:
         if frames is not None:
             sizes = ", ".join(str(len(frame)) for frame in frames[:FRAMES_NOTED])
             more = ", ..." if len(frames) > FRAMES_NOTED else ""
-            self.note(f"in {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
+            self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
         if self.send_failed:
             self.note("not sent: an earlier send failed")
             return False
