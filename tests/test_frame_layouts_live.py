@@ -17,9 +17,12 @@ from nats_conformance.harness.servers.kinds import open_target
 
 BUNDLED = vectors.bundled_cases()
 BY_ID = {case.id: case for case in BUNDLED}
-# Must cases a client reads only by reading every operation: a message, one with headers, a PING.
+# Must cases nats-py passes whole over ws (it reads operation names in upper case only): a
+# message, one with headers, and messages with an INFO after them.
 CLIENT_CASES = [
-    BY_ID[f"protocol.framing.parse.case.{name}"] for name in ("msg", "hmsg", "server-ping")
+    BY_ID["protocol.msg.parse.subject-case-preserved"],
+    BY_ID["protocol.hmsg.parse.payload-with-blank-line"],
+    BY_ID["protocol.info.parse.async-after-msgs"],
 ]
 SERVER_CASES = [
     BY_ID["protocol.pub.parse.doc-example-hello"],
