@@ -30,7 +30,8 @@ from typing import Any, Protocol, TypeVar
 
 KIND = "frames.layout"  # the vector kind that defines a layout
 CUTS = ("every-byte", "control-line", "payload", "none")
-JOINABLE = {"PONG": b"PONG\r\n", "INFO": None}  # INFO: the connection's own INFO line, again
+JOINABLE = ("PONG", "INFO")  # INFO: the INFO line the connection was greeted with, again
+_PONG = b"PONG\r\n"
 LINE, PAYLOAD = "line", "payload"
 _PAYLOAD_OPS = (b"PUB", b"HPUB", b"MSG", b"HMSG")
 # The direction of the bytes a layout cuts (protocol.Direction's values) -> the role whose parser
@@ -98,14 +99,17 @@ def frames(data: bytes, cut: str, before: bytes = b"") -> list[bytes] | None:
 
 def joined(join: Iterable[str], info: bytes) -> bytes:
     """The operations ``join`` names, as bytes: ``info`` is the connection's INFO line."""
-    return b"".join(info if JOINABLE[op] is None else JOINABLE[op] for op in join)
+    unknown = [op for op in join if op not in JOINABLE]
+    if unknown:
+        raise ValueError(f"cannot join {unknown[0]!r}: one of {', '.join(JOINABLE)}")
+    return b"".join(info if op == "INFO" else _PONG for op in join)
 
 
 @dataclass(frozen=True)
 class Layout:
     """One layout, as its ``frames.layout`` vector defines it."""
 
-    name: str  # what the rows call it (``<row>@<name>@<transport>``)
+    name: str  # what the rows call it (``<row>~<name>@<transport>``)
     reader: str  # the role whose parser reads the frames: client or server
     cut: str
     join: tuple[str, ...]

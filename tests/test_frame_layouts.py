@@ -171,6 +171,9 @@ def test_a_layout_with_nowhere_to_cut_gives_no_frames() -> None:
     assert frame_layouts.frames(b"PING\r\n", "none", b"PONG\r\n") == [b"PONG\r\nPING\r\n"]
     with pytest.raises(ValueError, match="unknown cut"):
         frame_layouts.cuts(b"PING\r\n", "sideways")
+    assert frame_layouts.joined(["PONG", "INFO"], INFO) == b"PONG\r\n" + INFO
+    with pytest.raises(ValueError, match="cannot join"):
+        frame_layouts.joined(["PING"], INFO)
 
 
 # --- the layouts the vectors define, and their rows ----------------------------------------------
