@@ -4,9 +4,10 @@ guaranteed to contain a full NATS protocol (actually will generally not). Any da
 must be going through a parser that can handle partial protocols."
 
 A layout is data (a ``frames.layout`` vector, vectors/README.md): where the bytes are cut
-(``cut``), which operations share the first frame with them (``join``), and the transport whose
-frames carry them (``ws``, or ``ws-deflate`` for deflated frames). Pure: bytes in, the frames'
-payloads out.
+(``cut``), which operations share the first frame with them (``join``), whether the frames are
+messages of their own or the fragments of one message (``fragments``: a first frame, then
+continuation frames), and the transport whose frames carry them (``ws``, or ``ws-deflate`` for
+deflated frames). Pure: bytes in, the frames' payloads out.
 
 - ``every-byte``: one byte per frame;
 - ``control-line``: every control line cut at its middle (the line with its line end);
@@ -114,6 +115,7 @@ class Layout:
     cut: str
     join: tuple[str, ...]
     transport: str  # ws, or ws-deflate: every frame deflated (permessage-deflate)
+    fragments: bool = False  # the frames are one message's fragments (continuation frames)
 
     @classmethod
     def of(cls, data: Mapping[str, Any]) -> Layout:
@@ -124,6 +126,7 @@ class Layout:
             cut=data["cut"],
             join=tuple(data.get("join", ())),
             transport=data["transport"],
+            fragments=bool(data.get("fragments", False)),
         )
 
     def frames(self, data: bytes, info: bytes = b"") -> list[bytes] | None:

@@ -11,6 +11,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, seed, settings
@@ -187,12 +188,14 @@ def test_the_vectors_define_each_layout_for_each_role_at_the_level_its_words_giv
     assert client == {
         "byte-frames": ("must", "ws"), "split-line": ("must", "ws"),
         "split-payload": ("must", "ws"), "joined": ("must", "ws"),
-        "deflated": ("must", "ws-deflate"),
+        "deflated": ("must", "ws-deflate"), "fragments": ("must", "ws"),
     }  # fmt: skip
     assert set(server) == set(client) - {"joined"}
     assert {level for level, _ in server.values()} == {"info"}
     joined = next(layout for _, layout in CLIENT_LAYOUTS if layout.name == "joined")
     assert joined.join == ("PONG", "INFO") and joined.cut == "none"
+    fragmented = [lay.name for _, lay in CLIENT_LAYOUTS + SERVER_LAYOUTS if lay.fragments]
+    assert fragmented == ["fragments", "fragments"]
     for case, _ in CLIENT_LAYOUTS + SERVER_LAYOUTS:
         assert vectors.evaluate(case) is None
         assert case.source.document == "websocket.txt"
@@ -251,8 +254,18 @@ def test_a_layout_row_id_needs_a_websocket_transport() -> None:
 # --- over a real socket: wsproto on both ends ----------------------------------------------------
 
 
-def _frame_headers(raw: bytes) -> list[tuple[bool, int]]:
-    """(RSV1, payload length) of each WebSocket frame in ``raw`` (RFC 6455 5.2)."""
+@dataclass(frozen=True)
+class Header:
+    """What a WebSocket frame's header says (RFC 6455 5.2)."""
+
+    fin: bool
+    rsv1: bool
+    opcode: int  # 2: binary, 0: continuation
+    size: int
+
+
+def _frame_headers(raw: bytes) -> list[Header]:
+    """The header of each WebSocket frame in ``raw``."""
     out, pos = [], 0
     while pos < len(raw):
         first, second = raw[pos], raw[pos + 1]
@@ -262,9 +275,22 @@ def _frame_headers(raw: bytes) -> list[tuple[bool, int]]:
         elif size == 127:
             size, pos = int.from_bytes(raw[pos : pos + 8], "big"), pos + 8
         pos += (4 if second & 0x80 else 0) + size
-        out.append((bool(first & 0x40), size))
+        out.append(Header(bool(first & 0x80), bool(first & 0x40), first & 0x0F, size))
     assert pos == len(raw)
     return out
+
+
+def _as_laid_out(got: list[Header], layout: Layout, count: int) -> None:
+    """``got`` are ``count`` frames as ``layout`` sends them: each a binary message of its own,
+    or one message's fragments (binary, then continuation frames, only the last final); deflated
+    (RSV1, on a message's first frame) over ws-deflate."""
+    assert len(got) == count
+    deflated = layout.transport == "ws-deflate"
+    for i, header in enumerate(got):
+        first = i == 0 or not layout.fragments
+        assert header.fin == (not layout.fragments or i == count - 1)
+        assert header.opcode == (2 if first else 0)
+        assert header.rsv1 == (deflated and first)
 
 
 @contextmanager
@@ -310,26 +336,25 @@ def test_a_layouts_frames_arrive_as_those_frames(defined: tuple[vectors.Case, La
     frames = layout.frames(data, INFO)
     assert frames is not None
     with _pair(layout.transport) as (stream, peer, client):
-        stream.send_frames(frames, timeout=WAIT)
+        stream.send_frames(frames, timeout=WAIT, fragments=layout.fragments)
         raw = _read_raw(peer, len(frames))
-        got = _frame_headers(raw)
-        assert len(got) == len(frames)
-        deflated = layout.transport == "ws-deflate"
-        assert all(rsv1 == deflated for rsv1, _ in got)
+        _as_laid_out(_frame_headers(raw), layout, len(frames))
         client.receive_data(raw)
         messages = [e for e in client.events() if isinstance(e, BytesMessage)]
     assert [m.data for m in messages] == frames
-    assert all(m.message_finished for m in messages)
+    assert [m.message_finished for m in messages][-1]
+    assert all(m.message_finished for m in messages) or layout.fragments
 
 
 @pytest.mark.parametrize("limit", [0, 7])
-@pytest.mark.parametrize("transport", ["ws", "ws-deflate"])
-def test_a_clients_frames_reach_the_server_as_those_frames(transport: str, limit: int) -> None:
+@pytest.mark.parametrize("name", ["split-line", "deflated", "fragments"])
+def test_a_clients_frames_reach_the_server_as_those_frames(name: str, limit: int) -> None:
     """The wire client's stream (``open_stream``) sends a server layout's frames, masked and
     (over ws-deflate) compressed, each a message a wsproto server reads whole; with a frame limit
     (the server's max_payload: nats-server refuses a compressed frame that inflates beyond it),
     a frame above it is cut at it too."""
-    layout = next(lay for _, lay in SERVER_LAYOUTS if lay.transport == transport)
+    layout = next(lay for _, lay in SERVER_LAYOUTS if lay.name == name)
+    transport = layout.transport
     cut = layout.frames(b'CONNECT {"verbose":false}\r\nPUB foo 5\r\nhello\r\nPING\r\n')
     assert cut is not None and len(cut) > 2
     frames = [f[i : i + limit] for f in cut for i in range(0, len(f), limit)] if limit else cut
@@ -342,7 +367,7 @@ def test_a_clients_frames_reach_the_server_as_those_frames(transport: str, limit
             sock, _ = listener.accept()
             with sock:
                 server = WSConnection(ConnectionType.SERVER)
-                while len(got) < len(frames):
+                while not got or not got[-1].message_finished or len(got) < len(frames):
                     data = sock.recv(1 << 16)
                     if not data:
                         return
@@ -363,13 +388,14 @@ def test_a_clients_frames_reach_the_server_as_those_frames(transport: str, limit
         try:
             if limit:
                 stream.limit_frames(limit)
-            stream.send_frames(cut, timeout=WAIT)
+            stream.send_frames(cut, timeout=WAIT, fragments=layout.fragments)
             thread.join(WAIT)
         finally:
             stream.close()
-    assert [m.data for m in got] == frames
-    deflated = transport == "ws-deflate"
-    assert [rsv1 for rsv1, _ in _frame_headers(bytes(raw))] == [deflated] * len(frames)
+    assert b"".join(m.data for m in got) == b"".join(frames)
+    if not layout.fragments:  # a fragment's data may come in other pieces than its frame's
+        assert [m.data for m in got] == frames
+    _as_laid_out(_frame_headers(bytes(raw)), layout, len(frames))
 
 
 # --- a negative control: a client that parses each frame as whole operations --------------------

@@ -200,13 +200,8 @@ def test_a_client_reading_whole_operations_per_frame_fails_every_split_layout(
     assert len(CASES) >= 3
     got = _outcomes(ws_client(True))  # type: ignore[operator]
     receive = {row: out for row, out in got.items() if "@receive" in row}
-    assert {_layout(row) for row in receive} == {
-        "",
-        "byte-frames",
-        "split-line",
-        "split-payload",
-        "joined",
-    }
+    layouts = {"", "byte-frames", "split-line", "split-payload", "joined", "fragments"}
+    assert {_layout(row) for row in receive} == layouts
     for row, (outcome, level) in receive.items():
         assert level == "must", row
         whole = _layout(row) in ("", "joined")  # frames that hold whole operations

@@ -651,7 +651,7 @@ def _send_framed(
         raise Verdict("error", "no permessage-deflate negotiated: the frames would not be deflated")
     frames = layout.frames(data, info)
     assert frames is not None  # the path applies only where the layout does
-    conn.send_frames(frames)
+    conn.send_frames(frames, fragments=layout.fragments)
 
 
 def _enabled(on: bool) -> str:

@@ -194,10 +194,10 @@ class FakeConnection:
                     return False
         return True
 
-    def send_frames(self, frames: Sequence[bytes]) -> bool:
+    def send_frames(self, frames: Sequence[bytes], *, fragments: bool = False) -> bool:
         """Send ``frames`` (a frame layout's, ``conformance.frame_layouts``), each a WebSocket
-        message of its own, in one write: ValueError over a transport without frames; else as
-        ``send``."""
+        message of its own (with ``fragments``, the fragments of one message), in one write:
+        ValueError over a transport without frames; else as ``send``."""
         data = b"".join(frames)
         self._check_headers(data)
         sizes = ", ".join(str(len(frame)) for frame in frames[:FRAMES_NOTED])
@@ -207,7 +207,7 @@ class FakeConnection:
             self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
             self.fed_at = time.monotonic()
             try:
-                self.stream.send_frames(frames, timeout=SEND_TIMEOUT)
+                self.stream.send_frames(frames, timeout=SEND_TIMEOUT, fragments=fragments)
             except OSError as exc:  # the client closed or reset, or stopped reading
                 self._take_notes()
                 self.note(f"send failed: {exc.strerror or exc}")

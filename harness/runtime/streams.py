@@ -97,9 +97,12 @@ class Stream(Protocol):
         """Send at most ``size`` NATS bytes per frame, where the transport has frames."""
         ...
 
-    def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
-        """Send each of ``frames`` in a binary WebSocket message of its own, all in one write
-        (ValueError where the transport has no frames); ``send``'s errors otherwise."""
+    def send_frames(
+        self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
+    ) -> None:
+        """Send each of ``frames`` in a binary WebSocket message of its own (with ``fragments``,
+        as the fragments of one message: a first frame, then continuation frames), all in one
+        write (ValueError where the transport has no frames); ``send``'s errors otherwise."""
         ...
 
     def shutdown(self) -> None:
@@ -198,7 +201,9 @@ class SocketStream:
     def limit_frames(self, size: int) -> None:
         pass  # a byte stream: no frames
 
-    def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
+    def send_frames(
+        self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
+    ) -> None:
         raise ValueError(f"a {self.transport} connection has no frames")
 
     def shutdown(self) -> None:
@@ -349,15 +354,24 @@ class WebSocketStream:
         pieces = (data[i : i + size] for i in range(0, max(len(data), 1), size))
         self._send_messages([BytesMessage(data=piece) for piece in pieces], timeout)
 
-    def send_frames(self, frames: Sequence[bytes], *, timeout: float) -> None:
+    def send_frames(
+        self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
+    ) -> None:
         """Each of ``frames`` in a binary message (one frame) of its own, written at once: the
         peer reads them back to back, as a frame layout lays them out (with permessage-deflate,
-        each deflated). A frame above the frame limit is cut at it, as ``send`` cuts."""
+        each deflated); with ``fragments``, the frames of one message (a binary frame, then
+        continuation frames, the last one final). A frame above the frame limit is cut at it,
+        as ``send`` cuts."""
         size = self._frame_limit
         pieces = (
             [f[i : i + size] for f in frames for i in range(0, len(f), size)] if size else frames
         )
-        self._send_messages([BytesMessage(data=piece) for piece in pieces], timeout)
+        last = len(pieces) - 1
+        messages = [
+            BytesMessage(data=piece, message_finished=not fragments or i == last)
+            for i, piece in enumerate(pieces)
+        ]
+        self._send_messages(messages, timeout)
 
     @property
     def deflating(self) -> bool:

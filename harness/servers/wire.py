@@ -173,9 +173,11 @@ class WireConnection:
         timeout: float = 1.0,
         text: bool = False,
         frames: Sequence[bytes] | None = None,
+        fragments: bool = False,
     ) -> bool:
         """Send all of ``data`` (``text``: in a WebSocket text frame; ``frames``: ``data`` cut in
-        a frame layout's frames, each a binary frame of its own; ValueError where there are none);
+        a frame layout's frames, each a binary frame of its own, or with ``fragments`` one
+        message's fragments; ValueError where there are none);
         False (and a note) when the peer does not take it in time.
 
         After one failed send the outgoing stream is in an unknown state: later sends are only
@@ -195,7 +197,7 @@ class WireConnection:
             if frames is None:
                 self._stream.send(data, timeout=timeout, text=text)
             else:
-                self._stream.send_frames(frames, timeout=timeout)
+                self._stream.send_frames(frames, timeout=timeout, fragments=fragments)
         except TimeoutError:
             self.note(f"send did not complete within {timeout:g} s")
         except OSError as exc:  # the peer closed or reset: what it sent before is still readable
@@ -590,7 +592,11 @@ def _run_exchange(
     data = vectors.decode_bytes(exchange.get("send", ""), f"{path}.send")
     if data:
         frames = None if layout is None else _framed(wire, layout, data)
-        wire.send(data, timeout=timeout, text=exchange.get("text", False), frames=frames)
+        fragments = layout is not None and layout.fragments
+        wire.send(
+            data, timeout=timeout, text=exchange.get("text", False), frames=frames,
+            fragments=fragments,
+        )  # fmt: skip
     clock = wire.opened if opens else time.monotonic()
     wait = exchange.get("wait", 0)
     if "expect_bytes" in exchange:
