@@ -24,6 +24,7 @@ from nats_conformance.conformance import frame_layouts, headers, judge, protocol
 from nats_conformance.conformance.frame_layouts import CUTS, LINE, PAYLOAD, Layout
 from nats_conformance.conformance.transports import row_id, transport_of
 from nats_conformance.harness.clients import client_vectors
+from nats_conformance.harness.gate import Baseline
 from nats_conformance.harness.runtime.streams import Stream, accept_stream, open_stream
 from nats_conformance.harness.servers import runner
 
@@ -243,6 +244,20 @@ def test_server_rows_in_each_layout_are_info_and_rest_on_websocket_txt() -> None
         assert transport_of(r.id) == (r.case.id, r.transport)
         ref = r.ref()
         assert ref.source is not None and ref.source.document == "websocket.txt"
+
+
+@given(st.sampled_from(CLIENT_LAYOUTS + SERVER_LAYOUTS), st.sampled_from(["c.1", "c.1@receive"]))
+def test_a_layout_row_takes_the_baseline_entry_of_the_row_it_lays_out(
+    defined: tuple[vectors.Case, Layout], base: str
+) -> None:
+    """The same deviation in frames is the implementation's, listed once under its tcp row;
+    another case's entry covers nothing."""
+    _, layout = defined
+    entry = {"class": "deviation", "reason": "fail"}
+    baseline = Baseline({"x": {"1": {base: entry}}})
+    rid = row_id(base, layout.transport, layout.name)
+    assert baseline.entry("x", "1", rid) == entry and baseline.inherited("x", "1", rid)
+    assert baseline.entry("x", "1", row_id("c.2", layout.transport, layout.name)) is None
 
 
 def test_a_layout_row_id_needs_a_websocket_transport() -> None:
