@@ -5,6 +5,7 @@ rows a case gets over each: plain TCP keeps the case's row id; another transport
 from __future__ import annotations
 
 ROW = "@"  # a row's id is <case id>, or <case id>@<path> for a case that reaches by paths
+LAYOUT = "~"  # a row in a WebSocket frame layout: <row id>~<layout>@<transport>
 
 # Every transport, in the order runs take them: plain TCP; TLS after the server's plaintext INFO;
 # TLS before anything is read (the server's ``handshake_first``); WebSocket, over TLS, and with
@@ -15,15 +16,22 @@ TLS_TRANSPORTS = ("tls", "tls-first", "wss")  # those that verify a certificate
 WEBSOCKET_TRANSPORTS = ("ws", "wss", "ws-deflate")
 
 
-def row_id(base: str, transport: str) -> str:
+def row_id(base: str, transport: str, layout: str = "") -> str:
     """The id of a row over ``transport``: ``base`` (a case id, or a case's path row id) over
-    plain TCP, else ``<base>@<transport>``."""
+    plain TCP, else ``<base>@<transport>``; with a WebSocket frame ``layout``
+    (conformance.frame_layouts), ``<base>~<layout>@<transport>``."""
+    if layout:
+        if transport not in WEBSOCKET_TRANSPORTS:
+            raise ValueError(f"a frame layout needs a WebSocket transport, not {transport!r}")
+        return f"{base}{LAYOUT}{layout}{ROW}{transport}"
     return base if transport == DEFAULT_TRANSPORT else f"{base}{ROW}{transport}"
 
 
 def transport_of(rid: str) -> tuple[str, str]:
-    """``row_id``'s inverse: the row id over plain TCP and the transport of ``rid``."""
+    """``row_id``'s inverse, but for a layout: the row id over plain TCP (for a layout's row, the
+    row whose bytes it lays out: the same case asked the same way, so what is said of that row,
+    a baseline entry, holds for it too) and the transport of ``rid``."""
     head, at, last = rid.rpartition(ROW)
     if at and last in TRANSPORTS and last != DEFAULT_TRANSPORT:
-        return head, last
+        return head.partition(LAYOUT)[0], last
     return rid, DEFAULT_TRANSPORT

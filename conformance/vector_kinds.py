@@ -19,6 +19,7 @@ from typing import Any
 
 from . import (
     client_script,
+    frame_layouts,
     headers,
     interop,
     judge,
@@ -258,6 +259,22 @@ def _eval_streaming_server(inp: dict[str, Any], exp: dict[str, Any]) -> None:
         raise Mismatch("expect", problem)
 
 
+def _eval_frames_layout(inp: dict[str, Any], exp: dict[str, Any]) -> None:
+    """The example's frames must be what the layout gives its bytes."""
+    layout = frame_layouts.Layout.of(inp)
+    data = decode_bytes(inp["bytes"], "input.bytes")
+    if "INFO" in layout.join and "info" not in inp:
+        raise Mismatch("input.info", "join names INFO: the example needs its INFO line")
+    got = layout.frames(data, decode_bytes(inp.get("info", ""), "input.info"))
+    frames = exp["frames"]
+    want = (
+        None
+        if frames is None
+        else [decode_bytes(f, f"expect.frames[{i}]") for i, f in enumerate(frames)]
+    )
+    _expect_equal("expect.frames", want, got)
+
+
 def _eval_nothing(inp: dict[str, Any], exp: dict[str, Any]) -> None:
     """protocol.session cases carry only a wire script (``vectors.evaluate`` checks it)."""
 
@@ -352,5 +369,6 @@ KINDS: dict[str, Kind] = by_name(
         Kind("interop", _eval_interop),
         Kind(streaming_client.KIND, _eval_streaming_client),
         Kind(streaming_server_session.KIND, _eval_streaming_server),
+        Kind(frame_layouts.KIND, _eval_frames_layout),
     )
 )  # fmt: skip

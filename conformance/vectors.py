@@ -19,7 +19,7 @@ from typing import Any
 
 import jsonschema
 
-from . import wire_script
+from . import frame_layouts, wire_script
 from .transports import ROW
 from .vector_kinds import KINDS
 
@@ -498,6 +498,18 @@ def citation_problem(case: Case, documents: dict[str, str]) -> Problem | None:
     return None
 
 
+def _layout_roles(case: Case) -> None:
+    """A layout is for the role whose parser reads its bytes (the ``direction`` says whose
+    bytes they are), and for no other implementation role."""
+    reader = frame_layouts.Layout.of(case.data["input"]).reader
+    wrong = [role for role in case.roles if role != "reference" and role != reader]
+    if wrong:
+        raise Mismatch(
+            "roles", f"a layout of {case.data['input']['direction']} bytes is for the {reader} "
+            f"role (their parser), not {', '.join(wrong)}",
+        )  # fmt: skip
+
+
 def evaluate(case: Case) -> Problem | None:
     """Evaluate one case against the reference; None when the reference agrees. A client script
     is read by the reference whatever its roles: its pushes are parsed by the reference client."""
@@ -507,6 +519,8 @@ def evaluate(case: Case) -> Problem | None:
     try:
         if "reference" in case.roles or script:
             KINDS[case.kind].evaluate(case.data["input"], case.data["expect"])
+        if case.kind == frame_layouts.KIND:
+            _layout_roles(case)
         if "wire" in case.data:
             wire_script.evaluate(case.data["wire"])
     except Mismatch as exc:

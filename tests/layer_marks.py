@@ -69,6 +69,8 @@ NEEDS: dict[str, str] = {
     "test_drivers.py": "integration",
     "test_driver_transports.py": "integration",
     "test_fake_server.py::client_runs": "integration",
+    "test_frame_layouts_control.py::ws_client": "integration",
+    "test_frame_layouts_live.py": "integration",
     "test_interop.py::build_problems": "integration",
     "test_interop.py::server_url": "integration",
     "test_interop.py::transport_rows": "integration",

@@ -20,6 +20,7 @@ from nats_conformance.conformance.transports import (
     DEFAULT_TRANSPORT,
     TLS_TRANSPORTS,
     TRANSPORTS,
+    WEBSOCKET_TRANSPORTS,
     row_id,
     transport_of,
 )
@@ -222,6 +223,12 @@ def test_only_rows_through_the_fake_server_travel_over_other_transports() -> Non
     tcp = [rid for rid, _, _ in client_vectors.planned_rows(CLIENT_CASES)]
     every = [rid for rid, _, _ in client_vectors.planned_rows(CLIENT_CASES, TRANSPORTS)]
     wire = [rid for rid in tcp if _wire(rid)]
+    # A frame layout's rows (test_frame_layouts.py): over WebSocket only, each laying out a
+    # row through the fake server.
+    framed = [rid for rid in every if "~" in rid]
+    every = [rid for rid in every if "~" not in rid]
+    assert framed and all(transport_of(rid)[1] in WEBSOCKET_TRANSPORTS for rid in framed)
+    assert {transport_of(rid)[0] for rid in framed} <= set(wire)
     pinned = {t: [c.id for c in CLIENT_CASES if _pinned(c) == t] for t in TRANSPORTS}
     assert pinned["tcp"] and pinned["tls"]  # client-transport.json's cases
     assert every[: len(tcp)] == tcp  # the tcp rows keep their ids, first

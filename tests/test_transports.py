@@ -176,9 +176,15 @@ def test_rows_carry_their_transport_and_an_at_transport_id(
 ) -> None:
     ids = OVER_EVERY_TRANSPORT[:2]
     rows = _rows(target, ids, TRANSPORTS, tmp_path / "r.jsonl")
-    expected = [
+    plain = [
         (case_id if t == "tcp" else f"{case_id}@{t}", t) for t in TRANSPORTS for case_id in ids
     ]
+    # Over WebSocket a parse case also runs in each frame layout (test_frame_layouts.py).
+    expected = [
+        (r.id, r.transport) for r in runner.server_rows([CASES[i] for i in ids], TRANSPORTS)
+    ]
+    assert [row for row in expected if "~" not in row[0]] == plain
+    assert {t for rid, t in expected if "~" in rid} == {"ws", "ws-deflate"}
     # Transport groups run side by side, yet the rows come transport after transport.
     got = [(r.case_id, r.transport) for r in rows]
     assert got == expected

@@ -44,10 +44,11 @@ def test_every_case_cites_a_document_that_exists() -> None:
 
 def test_wire_scripts_only_on_server_cases() -> None:
     # A server-role case reaches a server through its wire script, except name.validate: through
-    # the JetStream API (harness/servers/jetstream_names.py), and streaming.server: through a
-    # streaming session with a stan: target (harness/servers/streaming_checks.py).
+    # the JetStream API (harness/servers/jetstream_names.py), streaming.server: through a
+    # streaming session with a stan: target (harness/servers/streaming_checks.py), and
+    # frames.layout: through every protocol.parse case's wire script (harness/servers/runner.py).
     for case in BUNDLED.cases:
-        other_way = case.kind in ("name.validate", "streaming.server")
+        other_way = case.kind in ("name.validate", "streaming.server", "frames.layout")
         through_wire = "server" in case.roles and not other_way
         assert ("wire" in case.data) == through_wire, case.id
 

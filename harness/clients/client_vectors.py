@@ -29,7 +29,10 @@ and the client scripts run over each transport of the run (``harness.runtime.str
 others (the library's own code, the JetStream API on a real server) over plain TCP only. A tcp
 row keeps its id; another transport's row is ``<row id>@<transport>``
 (``conformance.transports.row_id``). A transport whose capabilities the driver lacks gives skip
-rows without asking.
+rows without asking. Over a WebSocket transport a ``protocol.parse`` case is also sent in the
+frames of each client frame layout the bundled ``frames.layout`` vectors define
+(``conformance.frame_layouts``; row ``<id>@receive~<layout>@<transport>``, at the lower of the
+two cases' levels).
 A path whose capability the driver lacks (driver protocol 2 declares them in ``hello``) skips its
 cases without asking; a case the driver answers ``unsupported`` is skipped with the driver's
 reason (drivers also say it of single inputs their library cannot express), one it answers
@@ -46,11 +49,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
-from ...conformance import headers, judge, protocol, vectors
+from ...conformance import frame_layouts, headers, judge, protocol, vectors
 from ...conformance.judge import Judgement, Malformed, Rejected
+from ...conformance.transport_model import DEFLATE_OFFERED as DEFLATED
 from ...conformance.transports import DEFAULT_TRANSPORT, row_id
 from ...conformance.vector_kinds import KINDS, LibraryCall, driver_block, status_line_limit
 from ...conformance.verdicts import (
@@ -61,6 +65,7 @@ from ...conformance.verdicts import (
 )
 from ..results import CaseRef, Checked, Found
 from ..runtime import lanes
+from ..runtime.streams import WebSocketStream
 from . import jetstream as client_jetstream
 from . import scripts as client_scripts
 from .driver import DriverError, DriverReply
@@ -104,6 +109,8 @@ AFTER = b"after"  # payload of the MSG sent behind a header block: its delivery 
 class RowSpec:
     suffix: str  # the path's name, after "@" in the row id
     level: str
+    layout: str = ""  # the WebSocket frame layout the row's bytes travel in (its row id says it)
+    source: vectors.Source | None = None  # the statement the row rests on, if not the case's
 
 
 @dataclass(frozen=True)
@@ -524,16 +531,23 @@ def _subscribe_all(r: PathRun, conn: FakeConnection, count: int) -> dict[str, st
     return handles
 
 
-def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
+def _input_bytes(case: vectors.Case) -> bytes:
+    return vectors.decode_bytes(case.data["input"]["bytes"], "input.bytes")
+
+
+def _receive(
+    r: PathRun, case: vectors.Case, layout: frame_layouts.Layout | None = None
+) -> Iterator[tuple[str, Judgement]]:
     """The fake server sends the case's bytes to a library subscribed (to ``>``) under the sids
-    the case uses, then a PING: what the library delivers, answers, reports and closes."""
+    the case uses (in the frames of ``layout``, when given), then a PING: what the library
+    delivers, answers, reports and closes."""
     inp, expect = case.data["input"], case.data["expect"]
     needed = _needed_sids(case)
     count = max([int(sid) for sid in needed if sid.isdigit()], default=1)
     limits = inp.get("limits", {})
     info = {"max_payload": limits["max_payload"]} if "max_payload" in limits else {}
     options = {} if inp.get("headers", True) else {"headers": False}
-    with connected(r.s, options=options, info=info) as (_, conn):
+    with connected(r.s, options=options, info=info) as (server, conn):
         handles = _subscribe_all(r, conn, count)
         if not needed <= set(handles.values()):
             raise Verdict(
@@ -551,7 +565,10 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
             )
         r.s.discard_events()
         after = conn.count()
-        conn.send(vectors.decode_bytes(inp["bytes"], "input.bytes"))
+        if layout is None:
+            conn.send(_input_bytes(case))
+        else:
+            _send_framed(conn, layout, _input_bytes(case), server.info_line())
         sent = time.monotonic()
         probed = not expect.get("incomplete", False)
         pings = sum(1 for e in expect["events"] if e.get("op") == "PING")
@@ -578,6 +595,21 @@ def _receive(r: PathRun, case: vectors.Case) -> Iterator[tuple[str, Judgement]]:
             probed=probed,
         )
     yield "receive", judge.judge_reaction(expect, reaction)
+
+
+def _send_framed(
+    conn: FakeConnection, layout: frame_layouts.Layout, data: bytes, info: bytes
+) -> None:
+    """``data`` in ``layout``'s frames; a deflated layout over a connection that did not
+    negotiate permessage-deflate is an error (the driver declares compression its library did
+    not offer)."""
+    if layout.transport == DEFLATED and not (
+        isinstance(conn.stream, WebSocketStream) and conn.stream.deflating
+    ):
+        raise Verdict("error", "no permessage-deflate negotiated: the frames would not be deflated")
+    frames = layout.frames(data, info)
+    assert frames is not None  # the path applies only where the layout does
+    conn.send_frames(frames, fragments=layout.fragments)
 
 
 def _enabled(on: bool) -> str:
@@ -708,8 +740,10 @@ NOT_REACHED_REASONS = {
 
 def client_cases(loaded: Iterable[vectors.Case]) -> list[vectors.Case]:
     """The cases every client library is checked with on its own: those whose roles name
-    ``client``, except interop cases (the interop matrix runs those, a pair of libraries each)."""
-    return [case for case in loaded if "client" in case.roles and case.kind != "interop"]
+    ``client``, except interop cases (the interop matrix runs those, a pair of libraries each)
+    and frame layouts (every protocol.parse case runs in each: ``_framed``)."""
+    apart = ("interop", frame_layouts.KIND)
+    return [case for case in loaded if "client" in case.roles and case.kind not in apart]
 
 
 def _result(
@@ -730,8 +764,9 @@ def _result(
     description = f"{how} (vector {case.id}): {case.data['description']}"
     shown = transcript if outcome in ("fail", "error") else ""  # evidence, not for skips
     found = Found(outcome, message, round(ms, 3), shown, observed, category)
-    rid = row_id(f"{case.id}@{spec.suffix}", transport)
-    return Checked(CaseRef(rid, spec.level, case.source, description, case.group), found)
+    rid = row_id(f"{case.id}@{spec.suffix}", transport, spec.layout)
+    source = spec.source or case.source
+    return Checked(CaseRef(rid, spec.level, source, description, case.group), found)
 
 
 def _run_case(
@@ -783,9 +818,40 @@ def _unreached(cases: list[vectors.Case], paths: Sequence[ClientPath]) -> list[v
 
 def _paths(kind: str, transport: str) -> tuple[ClientPath, ...]:
     """The paths of ``kind`` over ``transport``: every one over plain TCP, those through the
-    fake server over the others."""
+    fake server over the others, and over a WebSocket transport the receive path in each frame
+    layout that transport carries."""
     paths = PATHS.get(kind, ())
-    return paths if transport == DEFAULT_TRANSPORT else tuple(p for p in paths if p.wire)
+    if transport == DEFAULT_TRANSPORT:
+        return paths
+    framed = tuple(p for over, p in _framed() if over == transport and kind == FRAMED_KIND)
+    return tuple(p for p in paths if p.wire) + framed
+
+
+FRAMED_KIND = "protocol.parse"  # the kind the client frame layouts deliver
+
+
+@cache
+def _framed() -> tuple[tuple[str, ClientPath], ...]:
+    """The receive path in each frame layout the bundled ``frames.layout`` vectors give client
+    libraries, with the transport it runs over."""
+    defined = frame_layouts.defined(vectors.bundled_cases(), "client")
+    return tuple((layout.transport, _framed_path(case, layout)) for case, layout in defined)
+
+
+def _framed_path(of: vectors.Case, layout: frame_layouts.Layout) -> ClientPath:
+    """``_receive`` in ``layout`` (vector ``of``): a row only for a case it has somewhere to cut
+    (``Layout.applies``), at the lower of the two cases' levels, resting on the layout's
+    statement."""
+
+    def applies(case: vectors.Case) -> bool:
+        return _receive_applies(case) and layout.applies([_input_bytes(case)])
+
+    def rows(case: vectors.Case) -> list[RowSpec]:
+        return [RowSpec("receive", derived_level(case.level, of.level), layout.name, of.source)]
+
+    how = f"Sent by the fake server to the library in the frames of layout {layout.name} ({of.id})"
+    return ClientPath(layout.name, None, how, partial(_receive, layout=layout), applies,
+                      rows=rows, wire=True)  # fmt: skip
 
 
 # Transports a library runs over at once: each lane is a driver process and a fake server of its
@@ -846,7 +912,8 @@ def planned_rows(
             for path in _paths(kind, transport):
                 for case in (c for c in kind_cases if path.applies(c)):
                     for spec in path.row_specs(case):
-                        yield row_id(f"{case.id}@{spec.suffix}", transport), spec.level, case
+                        rid = row_id(f"{case.id}@{spec.suffix}", transport, spec.layout)
+                        yield rid, spec.level, case
 
 
 def _run_path(

@@ -31,7 +31,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -62,6 +62,7 @@ SEND_TIMEOUT = 5.0  # seconds one send may wait for a client that does not read
 JOIN_TIMEOUT = 2.0
 HANDSHAKE_TIMEOUT = 3.0  # seconds a client has for each handshake (TLS, the WebSocket upgrade)
 OPENING_BYTES = 16  # how much of what a client sends first is read for its ``opening``
+FRAMES_NOTED = 8  # the sizes of a layout's first frames the transcript notes
 PADDING_FIELD = "nats_conformance_padding"  # an INFO field no client knows, to make INFO long
 DEFAULT_INFO: dict[str, Any] = {
     "server_id": "NATSCONFORMANCEFAKESERVER",
@@ -179,9 +180,7 @@ class FakeConnection:
         the client does not take the bytes; HeadersNotEnabled, and nothing sent, for a
         header-bearing message the client's CONNECT did not ask for.
         """
-        if not self.model.headers_enabled and carries_headers(data):
-            self.note("not sent: a header-bearing message, and the CONNECT did not enable headers")
-            raise HeadersNotEnabled()
+        self._check_headers(data)
         pieces = split(data, split_at)
         with self._send_lock:
             for i, piece in enumerate(pieces):
@@ -196,6 +195,33 @@ class FakeConnection:
                     self.note(f"send failed: {exc.strerror or exc}")
                     return False
         return True
+
+    def send_frames(self, frames: Sequence[bytes], *, fragments: bool = False) -> bool:
+        """Send ``frames`` (a frame layout's, ``conformance.frame_layouts``), each a WebSocket
+        message of its own (with ``fragments``, the fragments of one message), in one write:
+        ValueError over a transport without frames; else as ``send``."""
+        data = b"".join(frames)
+        self._check_headers(data)
+        sizes = ", ".join(str(len(frame)) for frame in frames[:FRAMES_NOTED])
+        more = ", ..." if len(frames) > FRAMES_NOTED else ""
+        with self._send_lock:
+            self._record("send", data)
+            self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
+            self.fed_at = time.monotonic()
+            try:
+                self.stream.send_frames(frames, timeout=SEND_TIMEOUT, fragments=fragments)
+            except OSError as exc:  # the client closed or reset, or stopped reading
+                self._take_notes()
+                self.note(f"send failed: {exc.strerror or exc}")
+                return False
+        return True
+
+    def _check_headers(self, data: bytes) -> None:
+        """HeadersNotEnabled (and a note) for a header-bearing message the client's CONNECT did
+        not ask for: a server sends such a client none."""
+        if not self.model.headers_enabled and carries_headers(data):
+            self.note("not sent: a header-bearing message, and the CONNECT did not enable headers")
+            raise HeadersNotEnabled()
 
     def send_op(self, op: protocol.Op, *, split_at: Iterable[int] = ()) -> bool:
         return self.send(encode(op), split_at=split_at)

@@ -20,6 +20,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -94,6 +95,14 @@ class Stream(Protocol):
 
     def limit_frames(self, size: int) -> None:
         """Send at most ``size`` NATS bytes per frame, where the transport has frames."""
+        ...
+
+    def send_frames(
+        self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
+    ) -> None:
+        """Send each of ``frames`` in a binary WebSocket message of its own (with ``fragments``,
+        as the fragments of one message: a first frame, then continuation frames), all in one
+        write (ValueError where the transport has no frames); ``send``'s errors otherwise."""
         ...
 
     def shutdown(self) -> None:
@@ -196,6 +205,11 @@ class SocketStream:
 
     def limit_frames(self, size: int) -> None:
         pass  # a byte stream: no frames
+
+    def send_frames(
+        self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
+    ) -> None:
+        raise ValueError(f"a {self.transport} connection has no frames")
 
     def shutdown(self) -> None:
         _end(self._sock)
@@ -338,16 +352,43 @@ class WebSocketStream:
         let a frame hold part of an operation, and a peer must parse partial operations); with
         ``text``, in one text message (the documents allow a client binary frames only: what a
         server does with one is a case's to record)."""
+        if text:
+            self._send_messages([TextMessage(data=data.decode("utf-8"))], timeout)
+            return
         size = self._frame_limit or max(len(data), 1)
+        pieces = (data[i : i + size] for i in range(0, max(len(data), 1), size))
+        self._send_messages([BytesMessage(data=piece) for piece in pieces], timeout)
+
+    def send_frames(
+        self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
+    ) -> None:
+        """Each of ``frames`` in a binary message (one frame) of its own, written at once: the
+        peer reads them back to back, as a frame layout lays them out (with permessage-deflate,
+        each deflated); with ``fragments``, the frames of one message (a binary frame, then
+        continuation frames, the last one final). A frame above the frame limit is cut at it,
+        as ``send`` cuts."""
+        size = self._frame_limit
+        pieces = (
+            [f[i : i + size] for f in frames for i in range(0, len(f), size)] if size else frames
+        )
+        last = len(pieces) - 1
+        messages = [
+            BytesMessage(data=piece, message_finished=not fragments or i == last)
+            for i, piece in enumerate(pieces)
+        ]
+        self._send_messages(messages, timeout)
+
+    @property
+    def deflating(self) -> bool:
+        """Whether permessage-deflate was negotiated: every message sent is deflated."""
+        return bool(self.extensions)
+
+    def _send_messages(
+        self, messages: Sequence[BytesMessage | TextMessage], timeout: float
+    ) -> None:
         with self._lock:
             try:
-                if text:
-                    frames = self._ws.send(TextMessage(data=data.decode("utf-8")))
-                else:
-                    frames = b"".join(
-                        self._ws.send(BytesMessage(data=data[i : i + size]))
-                        for i in range(0, max(len(data), 1), size)
-                    )
+                frames = b"".join(self._ws.send(message) for message in messages)
             except LocalProtocolError as exc:  # closing or closed
                 state = self._ws.state.name
                 raise ConnectionError(f"cannot send: the WebSocket is {state}") from exc

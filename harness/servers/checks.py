@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from ...conformance import wire_script
+from ...conformance.frame_layouts import Layout
 from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.vectors import Case
 from ...conformance.verdicts import ROBUSTNESS
@@ -25,11 +26,17 @@ CRASH_GRACE = 2.0
 
 
 def check_case(
-    case: Case, target: WireTarget, *, transport: str = DEFAULT_TRANSPORT, timeout: float = 1.0
+    case: Case,
+    target: WireTarget,
+    *,
+    transport: str = DEFAULT_TRANSPORT,
+    timeout: float = 1.0,
+    layout: Layout | None = None,
 ) -> ServerRun:
     """Run ``case`` on a server of ``target`` over ``transport`` (each wait bounded by
-    ``timeout``); a transport the target lacks is a skip with its reason, and only wire scripts
-    travel over transports other than plain TCP."""
+    ``timeout``; the wire script's bytes in the frames of ``layout``, when given); a transport
+    the target lacks is a skip with its reason, and only wire scripts travel over transports
+    other than plain TCP."""
     names = case.kind == jetstream_names.KIND
     wire = case.data.get("wire")
     if transport != DEFAULT_TRANSPORT and wire is None:
@@ -62,7 +69,7 @@ def check_case(
     if names:
         result = jetstream_names.check(case, server, timeout=max(timeout, jetstream_names.API_WAIT))
     else:
-        result = run_wire_script(wire, server, timeout=timeout)
+        result = run_wire_script(wire, server, timeout=timeout, layout=layout)
     return _crashed(result, target, config, transport)
 
 

@@ -5,7 +5,9 @@ Transport is a dimension of the run: each wire case runs over each transport the
 (``conformance.transports.TRANSPORTS``). A plain TCP row keeps the case's id, so history and
 baselines stay valid; another transport's row is ``<case id>@<transport>``, the ``@`` form every
 reader of row ids takes (selection, renames, the gate, the report). A transport the target lacks
-gives skip rows naming why.
+gives skip rows naming why. Over a WebSocket transport every protocol.parse case's wire script
+also runs in each server frame layout the bundled ``frames.layout`` vectors define
+(``conformance.frame_layouts``): row ``<case id>~<layout>@<transport>``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ import dataclasses
 import threading
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 
-from ...conformance import wire_script
+from ...conformance import frame_layouts, wire_script
+from ...conformance.frame_layouts import Layout
 from ...conformance.streaming_server_session import KIND as STREAMING_SERVER
 from ...conformance.transports import DEFAULT_TRANSPORT, row_id
-from ...conformance.vectors import Case, LoadResult, load_all
-from ...conformance.verdicts import ROBUSTNESS
+from ...conformance.vectors import Case, LoadResult, bundled_cases, decode_bytes, load_all
+from ...conformance.verdicts import ROBUSTNESS, derived_level
 from ..gate import GATING_LEVEL, Baseline, attempts
 from ..results import CaseRef, Found, ResultsWriter, RunContext
 from ..runtime import lanes
@@ -39,6 +42,7 @@ from .checks import check_case
 from .config import TRANSPORT_GROUPS
 from .kinds import open_target
 from .specs import TargetError, WireTarget
+from .wire import ServerRun
 
 # The case that checks a server's greeting: run first, so a broken greeting fails a must case.
 GREETING_CASE = "protocol.info.session.greeting"
@@ -47,11 +51,13 @@ GREETING_CASE = "protocol.info.session.greeting"
 def server_cases(loaded: LoadResult) -> list[Case]:
     """The cases a server target is checked with: those whose roles name ``server`` (a wire script,
     or a name asked through the JetStream API) and any other case with a wire script; the
-    streaming.server cases are a ``stan:`` target's (harness.servers.streaming_checks)."""
+    streaming.server cases are a ``stan:`` target's (harness.servers.streaming_checks), and a
+    frame layout gives no row of its own (every protocol.parse case runs in it: ``Row``)."""
     return [
         case
         for case in loaded.cases
-        if ("server" in case.roles or "wire" in case.data) and case.kind != STREAMING_SERVER
+        if ("server" in case.roles or "wire" in case.data)
+        and case.kind not in (STREAMING_SERVER, frame_layouts.KIND)
     ]
 
 
@@ -66,6 +72,76 @@ def ordered(cases: list[Case]) -> list[Case]:
 
 
 Pair = tuple[str, Case]  # a transport and a case: one row
+FRAMED_KIND = "protocol.parse"  # the kind the server frame layouts deliver
+
+
+@dataclass(frozen=True)
+class Framed:
+    """A frame layout a row's wire script sends its bytes in, and the vector that defines it."""
+
+    case: Case
+    layout: Layout
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a target: a case over a transport, in a frame layout or not. A layout row
+    rests on the layout's statement, at the lower of the two cases' levels."""
+
+    transport: str
+    case: Case
+    framed: Framed | None = None
+
+    @property
+    def id(self) -> str:
+        layout = "" if self.framed is None else self.framed.layout.name
+        return row_id(self.case.id, self.transport, layout)
+
+    @property
+    def level(self) -> str:
+        own = self.case.level
+        return own if self.framed is None else derived_level(own, self.framed.case.level)
+
+    def ref(self) -> CaseRef:
+        case, framed = self.case, self.framed
+        if framed is None:
+            return dataclasses.replace(CaseRef.of(case), case_id=self.id)
+        how = f"In the frames of layout {framed.layout.name} ({framed.case.id}): "
+        return CaseRef(self.id, self.level, framed.case.source, how + case.data["description"],
+                       case.group)  # fmt: skip
+
+
+@cache
+def _layouts() -> tuple[Framed, ...]:
+    """The frame layouts the bundled ``frames.layout`` vectors give servers."""
+    defined = frame_layouts.defined(bundled_cases(), "server")
+    return tuple(Framed(case, layout) for case, layout in defined)
+
+
+def _framed_applies(case: Case, layout: Layout) -> bool:
+    """Whether ``case`` has a row in ``layout``: a protocol.parse case's wire script (on no
+    transport of its own) with bytes the layout has somewhere to cut."""
+    wire = case.data.get("wire")
+    if case.kind != FRAMED_KIND or wire is None or wire_script.transport_of(wire) is not None:
+        return False
+    sends = [decode_bytes(e.get("send", ""), "send") for e in wire["exchanges"]]
+    return layout.applies(sends)
+
+
+def server_rows(cases: list[Case], transports: tuple[str, ...]) -> list[Row]:
+    """Every row of ``cases`` over ``transports``, transport after transport: the
+    ``transport_rows``, then over a WebSocket transport each layout's rows it carries."""
+    out = []
+    for transport in transports:
+        out += [Row(t, c) for t, c in transport_rows(cases, (transport,))]
+        out += [
+            Row(transport, case, framed)
+            for framed in _layouts()
+            if framed.layout.transport == transport
+            for case in ordered(cases)
+            if _framed_applies(case, framed.layout)
+        ]
+    return out
 
 
 def _runs_over(case: Case, transport: str) -> bool:
@@ -119,52 +195,52 @@ def run_target(
     attempt, and the verdict ``FLAKY``.
     """
     version = target.version()
-    pairs = [
-        (t, c) for t, c in transport_rows(cases, transports) if not rows or row_id(c.id, t) in rows
-    ]
+    chosen = [r for r in server_rows(cases, transports) if not rows or r.id in rows]
     turns = {group: threading.Lock() for group in TRANSPORT_GROUPS.values()}
 
-    def lane(transport: str) -> Iterator[tuple[str, Case, Found, bool]]:
+    def lane(transport: str) -> Iterator[tuple[Row, Found, bool]]:
         with turns[TRANSPORT_GROUPS[transport]]:
             broken = ""  # why this transport's server greeting is broken
-            for over, case in pairs:
-                if over != transport:
+            for r in chosen:
+                if r.transport != transport:
                     continue
                 if broken:
-                    yield transport, case, Found("error", f"not run: {broken}", 0.0), False
+                    yield r, Found("error", f"not run: {broken}", 0.0), False
                     continue
-                unlisted = case.level == GATING_LEVEL and not baseline.lists(
-                    target.name, version, row_id(case.id, transport)
+                unlisted = r.level == GATING_LEVEL and not baseline.lists(
+                    target.name, version, r.id
                 )
-                found, flaky, greeting = _attempted(
-                    case, target, transport, reruns, unlisted=unlisted
-                )
+                found, flaky, greeting = _attempted(r, target, reruns, unlisted=unlisted)
                 if greeting:
                     broken = f"the target's greeting is broken ({found.message})"
-                yield transport, case, found, flaky
+                yield r, found, flaky
 
-    used = [t for t in transports if any(over == t for over, _ in pairs)]
+    used = [t for t in transports if any(r.transport == t for r in chosen)]
     target_id = (target.name, target.kind, version)
     work = [partial(lane, transport) for transport in used]
     try:
-        for transport, case, found, flaky in lanes.in_order(work):
-            ref = dataclasses.replace(CaseRef.of(case), case_id=row_id(case.id, transport))
-            row = ctx.record(writer, target_id, ref, found, transport=transport)
+        for r, found, flaky in lanes.in_order(work):
+            row = ctx.record(writer, target_id, r.ref(), found, transport=r.transport)
             yield judged(row, flaky, baseline, on_result)
     finally:
         jetstream_names.close_sessions()  # this target's servers stop next: let go of them first
 
 
 def _attempted(
-    case: Case, target: WireTarget, transport: str, reruns: int, *, unlisted: bool
+    r: Row, target: WireTarget, reruns: int, *, unlisted: bool
 ) -> tuple[Found, bool, bool]:
-    """``case`` on ``target`` over ``transport``, run again up to ``reruns`` more times while it
-    fails, when it is a must case the baseline does not list (``unlisted``) or failed as
-    robustness: what it found, whether flaky, and whether the server's greeting broke."""
-    runs = [check_case(case, target, transport=transport)]
+    """Row ``r`` on ``target``, run again up to ``reruns`` more times while it fails, when it is
+    a must row the baseline does not list (``unlisted``) or failed as robustness: what it found,
+    whether flaky, and whether the server's greeting broke."""
+    layout = None if r.framed is None else r.framed.layout
+
+    def check() -> ServerRun:
+        return check_case(r.case, target, transport=r.transport, layout=layout)
+
+    runs = [check()]
 
     def again() -> Found:
-        runs.append(check_case(case, target, transport=transport))
+        runs.append(check())
         return runs[-1].found
 
     # A crash or a hang fails at every level: it is run again at every level too.
@@ -194,10 +270,9 @@ class ServerSuite(OfCases):
 
     def planned(self) -> list[PlannedRow]:
         out = []
-        for transport, c in transport_rows(self.cases, self.transports):
-            rid = row_id(c.id, transport)
-            if not self.rows or rid in self.rows:
-                out.append(PlannedRow(self.spec, rid, c.id, c.level, c.group))
+        for r in server_rows(self.cases, self.transports):
+            if not self.rows or r.id in self.rows:
+                out.append(PlannedRow(self.spec, r.id, r.case.id, r.level, r.case.group))
         return out
 
     def only(self, rows: Collection[PlannedRow]) -> ServerSuite:

@@ -9,12 +9,13 @@ every wait has a deadline, every read a byte budget, so a misbehaving server get
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...conformance import protocol, vectors, wire_script
-from ...conformance.transport_model import TLS_AFTER_INFO, TLS_FIRST
+from ...conformance.frame_layouts import Layout
+from ...conformance.transport_model import DEFLATE_OFFERED, TLS_AFTER_INFO, TLS_FIRST
 from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from ...conformance.wire_script import ConnectionPlan
@@ -39,6 +40,7 @@ PROBE = protocol.encode(protocol.Ping())
 # A whole case's deadline, beyond the waits it declares: a server that answers every exchange
 # slowly gets an error row, not a run that never ends.
 CASE_SECONDS = 30.0
+FRAMES_NOTED = 8  # the sizes of a layout's first frames the transcript notes
 _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
 # The transports whose server waits for a TLS handshake (after its INFO, or before it).
 TLS_WAITERS = (TLS_AFTER_INFO, TLS_FIRST)
@@ -135,6 +137,11 @@ class WireConnection:
         return self._stream.transport
 
     @property
+    def deflating(self) -> bool:
+        """Whether the WebSocket negotiated permessage-deflate (every frame sent is deflated)."""
+        return isinstance(self._stream, WebSocketStream) and self._stream.deflating
+
+    @property
     def upgraded(self) -> wire_script.Upgraded | None:
         """What the server's WebSocket upgrade answer accepted, and the text frames it sent
         (None: no WebSocket)."""
@@ -159,9 +166,19 @@ class WireConnection:
     def note(self, text: str) -> None:
         self._record("note", text.encode())
 
-    def send(self, data: bytes, *, timeout: float = 1.0, text: bool = False) -> bool:
-        """Send all of ``data`` (``text``: in a WebSocket text frame; ValueError where there is
-        none); False (and a note) when the peer does not take it in time.
+    def send(
+        self,
+        data: bytes,
+        *,
+        timeout: float = 1.0,
+        text: bool = False,
+        frames: Sequence[bytes] | None = None,
+        fragments: bool = False,
+    ) -> bool:
+        """Send all of ``data`` (``text``: in a WebSocket text frame; ``frames``: ``data`` cut in
+        a frame layout's frames, each a binary frame of its own, or with ``fragments`` one
+        message's fragments; ValueError where there are none);
+        False (and a note) when the peer does not take it in time.
 
         After one failed send the outgoing stream is in an unknown state: later sends are only
         recorded, so a peer that stopped reading costs one timeout, not one per send.
@@ -169,11 +186,18 @@ class WireConnection:
         self._record("send", data)
         if text:
             self.note("sent in a WebSocket text frame")
+        if frames is not None:
+            sizes = ", ".join(str(len(frame)) for frame in frames[:FRAMES_NOTED])
+            more = ", ..." if len(frames) > FRAMES_NOTED else ""
+            self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
         if self.send_failed:
             self.note("not sent: an earlier send failed")
             return False
         try:
-            self._stream.send(data, timeout=timeout, text=text)
+            if frames is None:
+                self._stream.send(data, timeout=timeout, text=text)
+            else:
+                self._stream.send_frames(frames, timeout=timeout, fragments=fragments)
         except TimeoutError:
             self.note(f"send did not complete within {timeout:g} s")
         except OSError as exc:  # the peer closed or reset: what it sent before is still readable
@@ -401,10 +425,15 @@ class _Verdict(Exception):
 
 
 def run_wire_script(
-    wire: dict[str, Any], server: RunningServer, *, timeout: float = 1.0
+    wire: dict[str, Any],
+    server: RunningServer,
+    *,
+    timeout: float = 1.0,
+    layout: Layout | None = None,
 ) -> ServerRun:
     """Run one wire script against ``server``; every step is bounded by ``timeout`` seconds (an
-    exchange's ``wait`` adds to it).
+    exchange's ``wait`` adds to it). With a frame ``layout`` (over its WebSocket transport),
+    each exchange's bytes go in the layout's frames (whole, where it has nowhere to cut them).
 
     Each of the script's connections opens at its first exchange and must greet with INFO.
     ``pass`` when every exchange matches; ``fail`` at the first mismatch ("<field>: <why>") or
@@ -469,7 +498,9 @@ def run_wire_script(
                         _start_tls(conn, server, timeout)
                 if exchange.get("start_tls", False) and not conn.closed:  # closed: it says so
                     _start_tls(conn, server, timeout)
-                _run_exchange(conn, exchange, i, timeout, opens=opens, seen=seen[name])
+                _run_exchange(
+                    conn, exchange, i, timeout, opens=opens, seen=seen[name], layout=layout
+                )
         finally:
             for conn in conns.values():
                 conn.close()
@@ -495,6 +526,16 @@ def run_wire_script(
         outcome, message, elapsed, shown, greeting_broken=greeting, observed=observed,
         category=category,
     )  # fmt: skip
+
+
+def _framed(wire: WireConnection, layout: Layout, data: bytes) -> list[bytes] | None:
+    """``data`` in ``layout``'s frames (None: nowhere to cut it, it goes whole); an error where a
+    deflated layout's connection did not negotiate permessage-deflate."""
+    if layout.transport == DEFLATE_OFFERED and not wire.deflating:
+        raise _Verdict(
+            "error", "no permessage-deflate negotiated: the frames would not be deflated"
+        )
+    return layout.frames(data)
 
 
 def _expect_info(
@@ -537,6 +578,7 @@ def _run_exchange(
     *,
     opens: bool,
     seen: list[protocol.Event],
+    layout: Layout | None = None,
 ) -> None:
     """Run one exchange; what the server sent in it goes on ``seen``, a mismatch is a verdict.
 
@@ -549,7 +591,12 @@ def _run_exchange(
         wire.raw.clear()
     data = vectors.decode_bytes(exchange.get("send", ""), f"{path}.send")
     if data:
-        wire.send(data, timeout=timeout, text=exchange.get("text", False))
+        frames = None if layout is None else _framed(wire, layout, data)
+        fragments = layout is not None and layout.fragments
+        wire.send(
+            data, timeout=timeout, text=exchange.get("text", False), frames=frames,
+            fragments=fragments,
+        )  # fmt: skip
     clock = wire.opened if opens else time.monotonic()
     wait = exchange.get("wait", 0)
     if "expect_bytes" in exchange:
