@@ -9,8 +9,6 @@ it is a tiny NATS client of its own that connects to the fake server."""
 from __future__ import annotations
 
 import base64
-import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,25 +20,21 @@ from nats_conformance.conformance import vectors
 from nats_conformance.conformance.verdicts import CONFORMANCE, ROBUSTNESS
 from nats_conformance.harness.clients import client_vectors, interop_cases, interop_pair
 from nats_conformance.harness.clients import scripts as client_scripts
-from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
+from nats_conformance.harness.clients.client_targets import ClientTarget
 from nats_conformance.harness.clients.driver import DriverError, DriverReply, Ruling, rule
 from nats_conformance.harness.clients.fake_server import FakeConnection
 from nats_conformance.harness.clients.rows import write_result
 from nats_conformance.harness.results import Checked, ResultsWriter, RunContext, read_rows
+from tests.stand_in_driver import OUT, SERVE, stand_ins
 
-FAKE_DRIVER = r"""
+FAKE_DRIVER = (
+    r"""
 import base64, json, os, socket, sys, threading, time
 
 plan = json.load(open(sys.argv[1]))
-lock = threading.Lock()
-conn = {}
-
-
-def out(obj):
-    with lock:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
-
+"""
+    + OUT
+    + r"""
 
 def fields(block):
     return [line.decode().split(": ", 1) for line in block.split(b"\r\n")[1:] if b": " in line]
@@ -111,16 +105,9 @@ def answer(request):
             raise LookupError(doing)
         return {"status": None, "description": None, "headers": fields(block)}
     raise LookupError("unsupported")
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    try:
-        out({"id": request["id"], "ok": True, "result": answer(request)})
-    except LookupError as exc:
-        out({"id": request["id"], "ok": False,
-             "error": {"type": exc.args[0], "message": f"the fake says {exc.args[0]}"}})
 """
+    + SERVE
+)
 
 
 def three_cases() -> list[vectors.Case]:
@@ -142,19 +129,8 @@ def b64(case: vectors.Case) -> str:
 @pytest.fixture
 def fake_client(tmp_path: Path) -> Iterator[Any]:
     """``fake_client(plan)``: a client target whose driver is the fake, following ``plan``."""
-    (tmp_path / "fake.py").write_text(FAKE_DRIVER)
-    opened: list[ClientTarget] = []
-
-    def make(plan: dict[str, Any]) -> ClientTarget:
-        path = tmp_path / f"plan-{len(opened)}.json"
-        path.write_text(json.dumps(plan))
-        client = open_client(f"driver:{sys.executable} {tmp_path / 'fake.py'} {path}")
-        opened.append(client)
-        return client
-
-    yield make
-    for client in opened:
-        client.close()
+    with stand_ins(tmp_path, FAKE_DRIVER) as make:
+        yield make
 
 
 def rows(client: ClientTarget, cases: list[vectors.Case]) -> dict[str, Checked]:

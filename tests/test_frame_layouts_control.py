@@ -9,8 +9,6 @@ client over WebSocket (wsproto) declaring the ``websocket`` capability."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,23 +16,19 @@ import pytest
 
 from nats_conformance.conformance import vectors
 from nats_conformance.harness.clients import client_vectors
-from nats_conformance.harness.clients.client_targets import ClientTarget, open_client
+from nats_conformance.harness.clients.client_targets import ClientTarget
+from tests.stand_in_driver import OUT, SERVE, stand_ins
 
-WS_DRIVER = r"""
+WS_DRIVER = (
+    r"""
 import base64, json, socket, sys, threading
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, BytesMessage, CloseConnection, Request
 
 whole_frames = json.load(open(sys.argv[1]))["whole_frames"]
-lock = threading.Lock()
-conn = {}
-
-
-def out(obj):
-    with lock:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
-
+"""
+    + OUT
+    + r"""
 
 def send(data):
     with lock:
@@ -141,16 +135,9 @@ def answer(request):
             conn.pop("sock").close()
         return {}
     raise LookupError("unsupported")
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    try:
-        out({"id": request["id"], "ok": True, "result": answer(request)})
-    except LookupError as exc:
-        out({"id": request["id"], "ok": False,
-             "error": {"type": exc.args[0], "message": f"the driver says {exc.args[0]}"}})
 """
+    + SERVE
+)
 
 # Must cases whose verdict needs every operation read (messages, PINGs; nothing rejected, no
 # -ERR, the bytes whole): a client that stops at a split frame cannot pass them.
@@ -169,19 +156,8 @@ CASES = [
 @pytest.fixture
 def ws_client(tmp_path: Path) -> Iterator[object]:
     """``ws_client(whole_frames)``: a client target whose driver is the WebSocket fake."""
-    (tmp_path / "ws_driver.py").write_text(WS_DRIVER)
-    opened: list[ClientTarget] = []
-
-    def make(whole_frames: bool) -> ClientTarget:
-        plan = tmp_path / f"plan-{len(opened)}.json"
-        plan.write_text(json.dumps({"whole_frames": whole_frames}))
-        client = open_client(f"driver:{sys.executable} {tmp_path / 'ws_driver.py'} {plan}")
-        opened.append(client)
-        return client
-
-    yield make
-    for client in opened:
-        client.close()
+    with stand_ins(tmp_path, WS_DRIVER) as make:
+        yield lambda whole_frames: make({"whole_frames": whole_frames})
 
 
 def _outcomes(client: ClientTarget) -> dict[str, tuple[str, str]]:
