@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..conformance.transports import LAYOUT
 from ..conformance.verdicts import CONFORMANCE
 from ..harness.gate import FAILING
 from ..harness.results import INTEROP_KIND, LATER_KEYS
@@ -13,9 +14,12 @@ TCP = LATER_KEYS["transport"]  # what carried a row that names no transport
 
 def row_case(case_id: str, transport: str) -> str:
     """The case a row is of: its id without the ``@<transport>`` a row over another transport
-    than tcp ends in (``transport_support.case_of`` is the same rule in Spark)."""
+    than tcp ends in, and the ``~<layout>`` before it (``transport_support.case_of`` is the same
+    rule in Spark)."""
     suffix = "@" + transport
-    return case_id[: -len(suffix)] if transport != TCP and case_id.endswith(suffix) else case_id
+    if transport == TCP or not case_id.endswith(suffix):
+        return case_id
+    return case_id[: -len(suffix)].partition(LAYOUT)[0]
 
 
 def transport_order(transport: str) -> tuple[bool, str]:

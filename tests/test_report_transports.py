@@ -15,6 +15,7 @@ pytest.importorskip("pyspark")
 
 from report_samples import result_row, write_results
 
+from nats_conformance.harness.gate import Baseline
 from nats_conformance.reports import outputs, pages, pipeline, validate
 from nats_conformance.reports.model import Report, row_case
 from nats_conformance.reports.sections import behaviour_view, transport_support
@@ -183,6 +184,8 @@ IDS = [
     ("a.b", "tcp"), ("a.b@ws", "ws"), ("a.b@ws", "tcp"), ("a.b@tcp", "tcp"), ("a.b@ws@ws", "ws"),
     ("a.b@wss", "ws"), ("a.b@path@tls-first", "tls-first"), ("i@tcp>wss", "tcp>wss"),
     ("@ws", "ws"), ("ws", "ws"), ("a.b", "ws"), ("é@ws-deflate", "ws-deflate"),
+    ("a.b@receive~joined@ws", "ws"), ("a.b~byte-frames@ws-deflate", "ws-deflate"), ("a~b", "tcp"),
+    ("a~b@ws", "tcp"),
 ]  # fmt: skip
 
 
@@ -194,6 +197,26 @@ def test_the_case_of_a_row_is_the_same_in_spark_and_in_python() -> None:
         (case_id, transport): row_case(case_id, transport) for case_id, transport in IDS
     }
     assert row_case("a.b@ws", "ws") == "a.b" and row_case("a.b@ws", "tcp") == "a.b@ws"
+    # A frame layout's row is of the case whose row it lays out.
+    assert row_case("a.b@receive~joined@ws", "ws") == "a.b@receive"
+
+
+def test_a_failure_the_baseline_lists_as_flaky_is_no_transports() -> None:
+    """A ws failure tcp does not share makes ws fail, unless the baseline lists it as flaky
+    (under its own id or, as here, its tcp row's): it comes in some runs and not in others."""
+    columns = ("target", "target_version", "case_id", "transport", "outcome", "level", "category",
+               "message")  # fmt: skip
+    rows = [tuple(r[c] for c in columns) for r in server_rows() if r["target_version"] == NEW]
+    latest = session("local[2]").createDataFrame(rows, ", ".join(f"{c} string" for c in columns))
+
+    def over_ws(baseline: Baseline) -> transport_support.Carried:
+        found = transport_support.carried(latest, baseline)
+        return next(c for c in found if c.transport == "ws")
+
+    assert (over_ws(Baseline()).state, over_ws(Baseline()).own) == ("fails", 1)
+    flaky = {"protocol.pub.wsonly": {"class": "flaky", "reason": "fail"}}
+    listed = over_ws(Baseline({"nats-server": {NEW: flaky}}))
+    assert (listed.state, listed.own, listed.gating) == ("works", 0, 2)
 
 
 def test_an_info_case_over_every_transport_is_one_case_of_the_behaviour_view(

@@ -14,12 +14,14 @@ the implementation's, not the transport's. The page says so too (``DEFINITION``)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...conformance.transports import LAYOUT
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS
-from ...harness.gate import FAILING, GATING_LEVEL
+from ...harness.gate import FAILING, GATING_LEVEL, Baseline
 from ...harness.results import LEVELS, OUTCOMES
 from .. import html
 from ..formats import table_cell
@@ -36,10 +38,12 @@ DEFINITION = (
     "A transport works at a version when some of its rows ran (not all skipped, as they are "
     "when the target lacks it) and none of its gating rows (a must case, or a crash or hang) "
     "fails where the same case over tcp does not: a failure shared with tcp is the "
-    "implementation's, not the transport's. Elsewhere each case counts once: the scores, the "
+    "implementation's, not the transport's, and one the baseline lists as flaky is no "
+    "transport's either. Elsewhere each case counts once: the scores, the "
     "version strip and the changes between versions follow it over tcp, and what fails lists "
     "it once with the transports it fails over; the gate, regressions and flaky cases list "
-    "rows, a row over another transport being <case>@<transport>."
+    "rows, a row over another transport being <case>@<transport> (<case>~<layout>@<transport> "
+    "in a WebSocket frame layout)."
 )
 
 
@@ -54,7 +58,9 @@ class Carried:
     ran: int  # rows not skipped
     robustness: int  # failing robustness rows (a crash or a hang)
     gating: int  # failing rows that can gate: a must case's, a crash's or a hang's
-    own: int  # of those, the ones whose case did not fail over tcp: the transport's failures
+    # Of those, the ones whose case did not fail over tcp and that the baseline does not list as
+    # flaky: the transport's failures.
+    own: int
     skip_reason: str | None  # the message most of its skipped rows give (None: none skipped)
 
     @property
@@ -94,13 +100,13 @@ class Carried:
 
 def case_of() -> Column:
     """A row's case: its id without the ``@<transport>`` it ends in when carried by another
-    transport than tcp (``model.row_case`` in Spark)."""
+    transport than tcp, and without the ``~<layout>`` before it (``model.row_case`` in Spark)."""
     from pyspark.sql import functions as F
 
     transport, case_id = F.col("transport"), F.col("case_id")
     suffixed = (transport != TCP) & case_id.endswith(F.concat(F.lit("@"), transport))
     cut = F.expr("substring(case_id, 1, length(case_id) - length(transport) - 1)")
-    return F.when(suffixed, cut).otherwise(case_id)
+    return F.when(suffixed, F.substring_index(cut, LAYOUT, 1)).otherwise(case_id)
 
 
 def own_row() -> Column:
@@ -115,9 +121,9 @@ def _count_name(level: str, outcome: str) -> str:
     return f"n_{level}_{outcome}"
 
 
-def carried(latest: DataFrame) -> list[Carried]:
+def carried(latest: DataFrame, baseline: Baseline) -> list[Carried]:
     """Per target and transport of the ``latest`` rows: the counts, and the gating failures
-    that the case's row over tcp does not share."""
+    that the case's row over tcp does not share and ``baseline`` does not list as flaky."""
     from pyspark.sql import functions as F
 
     rows = latest.withColumn("case", case_of())
@@ -135,15 +141,21 @@ def carried(latest: DataFrame) -> list[Carried]:
         for lv in LEVELS
         for o in OUTCOMES
     ]
+    joined = rows.join(over_tcp, ["target", "case"], "left")
+    own = Counter(
+        (r.target, r.transport)
+        for r in joined.where(gating & ~shared)
+        .select("target", "transport", "target_version", "case_id")
+        .collect()
+        if not _listed_flaky(baseline, r.target, r.target_version, r.case_id)
+    )
     found = (
-        rows.join(over_tcp, ["target", "case"], "left")
-        .groupBy("target", "transport")
+        joined.groupBy("target", "transport")
         .agg(
             F.count(F.lit(1)).alias("rows"),
             F.count(F.when(outcome != "skip", 1)).alias("ran"),
             F.count(F.when(failing & robust, 1)).alias("robustness"),
             F.count(F.when(gating, 1)).alias("gating"),
-            F.count(F.when(gating & ~shared, 1)).alias("own"),
             F.mode(F.when(outcome == "skip", F.col("message")), deterministic=True).alias(
                 "skip_reason"
             ),
@@ -167,11 +179,18 @@ def carried(latest: DataFrame) -> list[Carried]:
                 r.ran,
                 r.robustness,
                 r.gating,
-                r.own,
+                own[(r.target, r.transport)],
                 r.skip_reason,
             )
         )
     return sorted(result, key=lambda c: (c.target, transport_order(c.transport)))
+
+
+def _listed_flaky(baseline: Baseline, target: str, version: str, case_id: str) -> bool:
+    """Whether ``baseline`` lists the row as flaky (its own entry or its tcp row's): a failure
+    that comes in some runs and not in others says nothing of the transport."""
+    entry = baseline.entry(target, version, case_id)
+    return entry is not None and entry.get("class") == "flaky"
 
 
 def beyond_tcp(found: Iterable[Carried]) -> bool:
@@ -339,7 +358,7 @@ class TransportSection(Section[list[Carried]]):
     name = "transports"
 
     def compute(self, given: Given) -> list[Carried]:
-        return carried(given.latest)
+        return carried(given.latest, given.baseline)
 
     def nav(self, report: Report) -> tuple[str, str] | None:
         return ("#transports-section", "Transports") if beyond_tcp(self.of(report)) else None
