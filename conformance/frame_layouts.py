@@ -29,7 +29,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from .transport_model import DEFLATE_OFFERED
+
 KIND = "frames.layout"  # the vector kind that defines a layout
+DELIVERED_KIND = "protocol.parse"  # the kind whose bytes the layouts deliver, to either role
+NOTED = 8  # the sizes of a layout's first frames a transcript notes
 CUTS = ("every-byte", "control-line", "payload", "none")
 JOINABLE = ("PONG", "INFO")  # INFO: the INFO line the connection was greeted with, again
 _PONG = b"PONG\r\n"
@@ -137,6 +141,21 @@ class Layout:
     def applies(self, sends: Sequence[bytes]) -> bool:
         """Whether the layout has somewhere to cut any of ``sends`` (one case's bytes)."""
         return any(frames(data, self.cut) is not None for data in sends)
+
+    def unsendable(self, deflating: bool) -> str | None:
+        """Why the layout's frames cannot go over a connection that negotiated permessage-deflate
+        or not (``deflating``); None: they can. A deflated layout needs it negotiated (a driver
+        may declare compression its library did not offer)."""
+        if self.transport == DEFLATE_OFFERED and not deflating:
+            return "no permessage-deflate negotiated: the frames would not be deflated"
+        return None
+
+
+def frames_note(sent: Sequence[bytes]) -> str:
+    """How a transcript notes a layout's frames: how many, and the sizes of the first ones."""
+    sizes = ", ".join(str(len(frame)) for frame in sent[:NOTED])
+    more = ", ..." if len(sent) > NOTED else ""
+    return f"in the layout's {len(sent)} WebSocket frame(s) of {sizes}{more} bytes"
 
 
 class LayoutCase(Protocol):

@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...conformance import frame_layouts, headers, judge, protocol, vectors
 from ...conformance.judge import Judgement, Malformed, Rejected
-from ...conformance.transport_model import DEFLATE_OFFERED as DEFLATED
 from ...conformance.transports import DEFAULT_TRANSPORT, row_id
 from ...conformance.vector_kinds import KINDS, LibraryCall, driver_block, status_line_limit
 from ...conformance.verdicts import (
@@ -65,7 +64,6 @@ from ...conformance.verdicts import (
 )
 from ..results import CaseRef, Checked, Found
 from ..runtime import lanes
-from ..runtime.streams import WebSocketStream
 from . import jetstream as client_jetstream
 from . import scripts as client_scripts
 from .driver import DriverError, DriverReply
@@ -603,10 +601,9 @@ def _send_framed(
     """``data`` in ``layout``'s frames; a deflated layout over a connection that did not
     negotiate permessage-deflate is an error (the driver declares compression its library did
     not offer)."""
-    if layout.transport == DEFLATED and not (
-        isinstance(conn.stream, WebSocketStream) and conn.stream.deflating
-    ):
-        raise Verdict("error", "no permessage-deflate negotiated: the frames would not be deflated")
+    problem = layout.unsendable(conn.stream.deflating)
+    if problem:
+        raise Verdict("error", problem)
     frames = layout.frames(data, info)
     assert frames is not None  # the path applies only where the layout does
     conn.send_frames(frames, fragments=layout.fragments)
@@ -823,11 +820,9 @@ def _paths(kind: str, transport: str) -> tuple[ClientPath, ...]:
     paths = PATHS.get(kind, ())
     if transport == DEFAULT_TRANSPORT:
         return paths
-    framed = tuple(p for over, p in _framed() if over == transport and kind == FRAMED_KIND)
+    delivered = kind == frame_layouts.DELIVERED_KIND
+    framed = tuple(p for over, p in _framed() if over == transport and delivered)
     return tuple(p for p in paths if p.wire) + framed
-
-
-FRAMED_KIND = "protocol.parse"  # the kind the client frame layouts deliver
 
 
 @cache

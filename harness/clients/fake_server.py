@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ...conformance import protocol, server, subjects, transport_model
+from ...conformance import frame_layouts, protocol, server, subjects, transport_model
 from ...conformance.transports import DEFAULT_TRANSPORT, TLS_TRANSPORTS, TRANSPORTS
 from ..runtime.certs import run_certificates
 from ..runtime.limits import READ_LIMITS
@@ -62,7 +62,6 @@ SEND_TIMEOUT = 5.0  # seconds one send may wait for a client that does not read
 JOIN_TIMEOUT = 2.0
 HANDSHAKE_TIMEOUT = 3.0  # seconds a client has for each handshake (TLS, the WebSocket upgrade)
 OPENING_BYTES = 16  # how much of what a client sends first is read for its ``opening``
-FRAMES_NOTED = 8  # the sizes of a layout's first frames the transcript notes
 PADDING_FIELD = "nats_conformance_padding"  # an INFO field no client knows, to make INFO long
 DEFAULT_INFO: dict[str, Any] = {
     "server_id": "NATSCONFORMANCEFAKESERVER",
@@ -202,11 +201,9 @@ class FakeConnection:
         ValueError over a transport without frames; else as ``send``."""
         data = b"".join(frames)
         self._check_headers(data)
-        sizes = ", ".join(str(len(frame)) for frame in frames[:FRAMES_NOTED])
-        more = ", ..." if len(frames) > FRAMES_NOTED else ""
         with self._send_lock:
             self._record("send", data)
-            self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
+            self.note(frame_layouts.frames_note(frames))
             self.fed_at = time.monotonic()
             try:
                 self.stream.send_frames(frames, timeout=SEND_TIMEOUT, fragments=fragments)

@@ -105,6 +105,11 @@ class Stream(Protocol):
         write (ValueError where the transport has no frames); ``send``'s errors otherwise."""
         ...
 
+    @property
+    def deflating(self) -> bool:
+        """Whether permessage-deflate was negotiated: every message sent is deflated."""
+        ...
+
     def shutdown(self) -> None:
         """End the connection from this side now (a WebSocket close frame first), keeping the
         socket: a thread reading it reads the end; ``close`` lets the socket go."""
@@ -210,6 +215,10 @@ class SocketStream:
         self, frames: Sequence[bytes], *, timeout: float, fragments: bool = False
     ) -> None:
         raise ValueError(f"a {self.transport} connection has no frames")
+
+    @property
+    def deflating(self) -> bool:
+        return False  # no frames to deflate
 
     def shutdown(self) -> None:
         _end(self._sock)

@@ -72,7 +72,6 @@ def ordered(cases: list[Case]) -> list[Case]:
 
 
 Pair = tuple[str, Case]  # a transport and a case: one row
-FRAMED_KIND = "protocol.parse"  # the kind the server frame layouts deliver
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,11 @@ def _framed_applies(case: Case, layout: Layout) -> bool:
     """Whether ``case`` has a row in ``layout``: a protocol.parse case's wire script (on no
     transport of its own) with bytes the layout has somewhere to cut."""
     wire = case.data.get("wire")
-    if case.kind != FRAMED_KIND or wire is None or wire_script.transport_of(wire) is not None:
+    if (
+        case.kind != frame_layouts.DELIVERED_KIND
+        or wire is None
+        or wire_script.transport_of(wire) is not None
+    ):
         return False
     sends = [decode_bytes(e.get("send", ""), "send") for e in wire["exchanges"]]
     return layout.applies(sends)

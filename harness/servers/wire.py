@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...conformance import protocol, vectors, wire_script
-from ...conformance.frame_layouts import Layout
-from ...conformance.transport_model import DEFLATE_OFFERED, TLS_AFTER_INFO, TLS_FIRST
+from ...conformance.frame_layouts import Layout, frames_note
+from ...conformance.transport_model import TLS_AFTER_INFO, TLS_FIRST
 from ...conformance.transports import DEFAULT_TRANSPORT
 from ...conformance.verdicts import CONFORMANCE, ROBUSTNESS, observation
 from ...conformance.wire_script import ConnectionPlan
@@ -40,7 +40,6 @@ PROBE = protocol.encode(protocol.Ping())
 # A whole case's deadline, beyond the waits it declares: a server that answers every exchange
 # slowly gets an error row, not a run that never ends.
 CASE_SECONDS = 30.0
-FRAMES_NOTED = 8  # the sizes of a layout's first frames the transcript notes
 _UNBOUNDED = 1 << 62  # an operation count no server reaches before a receive limit
 # The transports whose server waits for a TLS handshake (after its INFO, or before it).
 TLS_WAITERS = (TLS_AFTER_INFO, TLS_FIRST)
@@ -139,7 +138,7 @@ class WireConnection:
     @property
     def deflating(self) -> bool:
         """Whether the WebSocket negotiated permessage-deflate (every frame sent is deflated)."""
-        return isinstance(self._stream, WebSocketStream) and self._stream.deflating
+        return self._stream.deflating
 
     @property
     def upgraded(self) -> wire_script.Upgraded | None:
@@ -187,9 +186,7 @@ class WireConnection:
         if text:
             self.note("sent in a WebSocket text frame")
         if frames is not None:
-            sizes = ", ".join(str(len(frame)) for frame in frames[:FRAMES_NOTED])
-            more = ", ..." if len(frames) > FRAMES_NOTED else ""
-            self.note(f"in the layout's {len(frames)} WebSocket frame(s) of {sizes}{more} bytes")
+            self.note(frames_note(frames))
         if self.send_failed:
             self.note("not sent: an earlier send failed")
             return False
@@ -531,10 +528,9 @@ def run_wire_script(
 def _framed(wire: WireConnection, layout: Layout, data: bytes) -> list[bytes] | None:
     """``data`` in ``layout``'s frames (None: nowhere to cut it, it goes whole); an error where a
     deflated layout's connection did not negotiate permessage-deflate."""
-    if layout.transport == DEFLATE_OFFERED and not wire.deflating:
-        raise _Verdict(
-            "error", "no permessage-deflate negotiated: the frames would not be deflated"
-        )
+    problem = layout.unsendable(wire.deflating)
+    if problem:
+        raise _Verdict("error", problem)
     return layout.frames(data)
 
 
